@@ -1,0 +1,44 @@
+# Two commands from a fresh clone (see README):  make quickstart   |   make test
+PYTHON ?= python3
+VENV ?= .venv
+CONSTRAINTS ?= constraints.txt
+BIN := $(VENV)/bin
+PIP_CONSTRAINT_FLAG := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
+PYTEST_ARGS ?=
+
+.PHONY: install quickstart test test-fast lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Re-install whenever the dependency declarations change.
+$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py $(CONSTRAINTS)
+	$(BIN)/pip install --quiet $(PIP_CONSTRAINT_FLAG) -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+## Train GTrXL-PPO on a memory task with an embedded local Ray and print the success rate.
+quickstart: install
+	$(BIN)/rlformer train configs/quickstart.yaml
+
+## The whole test suite (slow, Ray and CLI tests included), then ruff.
+test: install
+	$(BIN)/ruff check rlformer envs tests scripts
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## Everything except tests marked slow.
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check rlformer envs tests scripts
+
+## Side-by-side benchmarks (needs the bench extra: transformers).
+bench: install
+	$(BIN)/pip install --quiet $(PIP_CONSTRAINT_FLAG) -e ".[dev,bench]"
+	$(BIN)/python scripts/bench/core.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

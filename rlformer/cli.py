@@ -1,0 +1,142 @@
+"""``rlformer`` command line: wiring only — each command calls one library function.
+
+Errors the user can fix (bad config, unknown env id, missing or incompatible checkpoint, bad
+dataset) are printed as ``error: ...`` lines and exit with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+app = typer.Typer(
+    name="rlformer",
+    help="Reinforcement-learning agents with Transformer memory (GTrXL-PPO, Decision Transformer).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+dataset_app = typer.Typer(help="Inspect offline datasets.", no_args_is_help=True)
+app.add_typer(dataset_app, name="dataset")
+
+USER_ERROR_EXIT = 2
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``error: message`` (each line) to stderr and exit with status 2."""
+    for line in str(message).splitlines() or [""]:
+        typer.echo(f"error: {line}", err=True)
+    raise typer.Exit(USER_ERROR_EXIT)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    from rlformer.config import ConfigError
+    from rlformer.rollout.env_factory import EnvError
+    from rlformer.runs import CheckpointError
+
+    return (ConfigError, EnvError, CheckpointError)
+
+
+@app.command()
+def train(
+    config: Annotated[
+        Path | None, typer.Argument(help="YAML config (see configs/); omit with --resume.")
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a config field: --set ppo.learning_rate=1e-3 (repeatable)."),
+    ] = None,
+    resume: Annotated[
+        Path | None, typer.Option(help="Continue the run in this directory from its latest checkpoint.")
+    ] = None,
+) -> None:
+    """Train an agent from a YAML config; writes a run directory with metrics and checkpoints."""
+    from rlformer.config import load_config
+    from rlformer.training import resume as resume_run
+    from rlformer.training import train as train_run
+
+    if (config is None) == (resume is None):
+        fail("give either CONFIG (a new run) or --resume RUN_DIR (continue a run), not both/neither")
+    try:
+        if resume is not None:
+            result = resume_run(resume, set_ or [])
+        else:
+            result = train_run(load_config(config, set_ or []))
+    except _user_errors() as err:
+        fail(str(err))
+    typer.echo(f"run directory: {result.run_dir}")
+    if result.evaluation is not None:
+        typer.echo(json.dumps(result.evaluation))
+
+
+@app.command("eval")
+def evaluate(
+    checkpoint: Annotated[Path, typer.Argument(help="Run directory (latest checkpoint) or checkpoint file.")],
+    env: Annotated[str | None, typer.Option(help="Env id to evaluate on (default: the training env).")] = None,
+    episodes: Annotated[int, typer.Option(min=1, help="Episodes per seed.")] = 20,
+    seeds: Annotated[int, typer.Option(min=1, help="Independent seeds (seed s uses envs seeded 1000*s+i).")] = 1,
+    num_envs: Annotated[int, typer.Option(min=1, help="Vector envs stepped together.")] = 8,
+    stochastic: Annotated[bool, typer.Option(help="Sample actions instead of taking the mode.")] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON here.")] = None,
+) -> None:
+    """Evaluate a trained agent for N episodes x S seeds and print return / success statistics."""
+    from rlformer.evaluation.runner import EpisodeResults, run_episodes
+    from rlformer.training import format_evaluation, load_agent
+
+    try:
+        model, cfg, _ = load_agent(checkpoint)
+        env_cfg = cfg.env if env is None else cfg.env.model_copy(update={"id": env, "kwargs": {}})
+        results = EpisodeResults()
+        for seed in range(seeds):
+            part = run_episodes(model, env_cfg, episodes, num_envs, not stochastic, seed=1000 * seed)
+            results.returns += part.returns
+            results.lengths += part.lengths
+            results.successes += part.successes
+    except _user_errors() as err:
+        fail(str(err))
+    typer.echo(format_evaluation(results))
+    if json_out is not None:
+        json_out.write_text(json.dumps({"env": env_cfg.id, **results.summary()}, indent=2))
+
+
+@app.command()
+def collect(
+    policy: Annotated[str, typer.Option(help="random | RUN_DIR | sb3:PATH.zip")] = "random",
+    env: Annotated[str, typer.Option(help="Gymnasium env id.")] = "CartPole-v1",
+    steps: Annotated[int, typer.Option(min=1, help="Transitions to record.")] = 10_000,
+    out: Annotated[Path, typer.Option(help="Output HDF5 file (D4RL layout).")] = Path("dataset.hdf5"),
+) -> None:
+    """Record an offline dataset from a policy (D4RL HDF5 layout). Not available yet."""
+    fail("`rlformer collect` is not available yet in this version (offline data support is in progress)")
+
+
+@dataset_app.command("info")
+def dataset_info(path: Annotated[str, typer.Argument(help="d4rl:FILE, minari:ID or an rlformer file.")]) -> None:
+    """Print episodes, transitions and return statistics of a dataset. Not available yet."""
+    fail("`rlformer dataset info` is not available yet in this version (offline data support is in progress)")
+
+
+@app.command("config-doc")
+def config_doc() -> None:
+    """List every config key with its default and description."""
+    from rlformer.config import describe_fields
+
+    for path, default, description in describe_fields():
+        typer.echo(f"{path:32s} {default:14s} {description}")
+
+
+def main() -> None:
+    """Console entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""Typed, validated run configuration.
+
+A run is described by one YAML file validated into :class:`TrainConfig`. Every field has a default
+that runs and a one-line description (shown by ``rlformer config-doc``); an unknown key, a value
+of the wrong type or one out of range is a :class:`ConfigError` naming the key path, the bad
+value and what is allowed. ``--set a.b=1`` overrides are applied to the raw mapping *before*
+validation, so they obey exactly the same rules as the file.
+
+Example:
+    >>> cfg = load_config(None, ["ppo.learning_rate=1e-3", "env.id=CartPole-v1"])
+    >>> cfg.ppo.learning_rate
+    0.001
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rlformer.core.config import CoreConfig
+
+
+class ConfigError(ValueError):
+    """A configuration problem, phrased for the user (one line per problem, no traceback)."""
+
+
+class StrictModel(BaseModel):
+    """Base for config sections: unknown keys are errors, assignments are re-validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EnvConfig(StrictModel):
+    """Which Gymnasium task to run."""
+
+    id: str = Field("CartPole-v1", description="Gymnasium env id, e.g. CartPole-v1, rlformer/TMaze-v0.")
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments passed to gymnasium.make."
+    )
+    max_episode_steps: int | None = Field(
+        None, ge=1, description="Override the env's time limit (null keeps the registered one)."
+    )
+
+
+class RolloutConfig(StrictModel):
+    """How experience is collected: in-process vector envs or Ray actors."""
+
+    backend: Literal["local", "ray"] = Field(
+        "local", description="local: vector envs in this process; ray: one Ray actor per worker."
+    )
+    num_workers: int = Field(1, ge=1, description="Rollout workers (Ray actors, or in-process groups).")
+    envs_per_worker: int = Field(8, ge=1, description="Environments stepped together by each worker.")
+    fragment_length: int = Field(
+        128, ge=1, description="Steps per env slot in one fragment; also the PPO training sequence."
+    )
+    ray_address: str | None = Field(
+        None, description="null starts an embedded local Ray; 'auto' or 'host:port' joins a cluster."
+    )
+    worker_cpus: float = Field(
+        0.5, gt=0, description="CPUs reserved per Ray actor (fractional so small machines never stall)."
+    )
+    max_worker_restarts: int = Field(
+        3, ge=0, description="Dead Ray workers replaced per run before training stops with an error."
+    )
+    sample_timeout_s: float = Field(
+        300.0, gt=0, description="Seconds to wait for one fragment before treating its worker as dead."
+    )
+
+
+class ModelConfig(StrictModel):
+    """The actor-critic network: a torso (GTrXL core or MLP) plus policy and value heads."""
+
+    torso: Literal["gtrxl", "mlp"] = Field(
+        "gtrxl", description="gtrxl: memory-enabled attention core; mlp: memoryless baseline."
+    )
+    core: CoreConfig = Field(default_factory=CoreConfig, description="Attention core settings.")
+    shared_torso: bool = Field(
+        True, description="Actor and critic share one torso (false: two separate torsos)."
+    )
+    mlp_hidden: list[int] = Field(
+        default_factory=lambda: [64, 64], description="Hidden sizes of the MLP torso."
+    )
+    log_std_init: float = Field(0.0, description="Initial log std of the Gaussian action head.")
+
+
+class PPOConfig(StrictModel):
+    """Proximal Policy Optimisation hyper-parameters (defaults follow common PPO settings)."""
+
+    total_steps: int = Field(100_000, ge=1, description="Environment steps to train for.")
+    learning_rate: float = Field(3e-4, gt=0, description="Adam learning rate.")
+    anneal_lr: bool = Field(True, description="Linearly decay the learning rate to 0.")
+    gamma: float = Field(0.99, ge=0, le=1, description="Discount factor.")
+    gae_lambda: float = Field(0.95, ge=0, le=1, description="GAE lambda.")
+    clip_coef: float = Field(0.2, gt=0, description="PPO ratio clip range.")
+    clip_value: bool = Field(True, description="Clip the value update around the old value.")
+    ent_coef: float = Field(0.01, ge=0, description="Entropy bonus weight.")
+    vf_coef: float = Field(0.5, ge=0, description="Value loss weight.")
+    max_grad_norm: float = Field(0.5, gt=0, description="Global gradient-norm clip.")
+    update_epochs: int = Field(4, ge=1, description="Passes over each batch.")
+    num_minibatches: int = Field(4, ge=1, description="Minibatches per epoch (split over env slots).")
+    norm_adv: bool = Field(True, description="Normalise advantages per minibatch.")
+    target_kl: float | None = Field(
+        None, gt=0, description="Stop the epoch loop early when approx KL exceeds this (null: never)."
+    )
+
+
+class EvalConfig(StrictModel):
+    """Evaluation at the end of training."""
+
+    episodes: int = Field(20, ge=0, description="Episodes for the final evaluation (0 skips it).")
+    deterministic: bool = Field(True, description="Greedy / mean actions during evaluation.")
+    num_envs: int = Field(8, ge=1, description="Vector envs used for evaluation.")
+
+
+class RunConfig(StrictModel):
+    """Where and how a run is recorded."""
+
+    name: str = Field("run", min_length=1, description="Run name; the directory is NAME-TIMESTAMP.")
+    root: str = Field("runs", description="Folder that holds run directories.")
+    seed: int = Field(0, ge=0, description="Seed for envs, action sampling and initialisation.")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="Learner device: auto picks cuda when available."
+    )
+    torch_threads: int = Field(1, ge=1, description="torch intra-op threads for the learner.")
+    checkpoint_every: int = Field(10, ge=1, description="Write a checkpoint every N iterations.")
+    keep_checkpoints: int = Field(3, ge=1, description="Checkpoints kept on disk (oldest deleted).")
+    progress: bool = Field(True, description="Show a progress bar (plain lines when not a TTY).")
+
+
+class TrainConfig(StrictModel):
+    """Everything one ``rlformer train`` run needs."""
+
+    algo: Literal["ppo"] = Field("ppo", description="Learning algorithm.")
+    run: RunConfig = Field(default_factory=RunConfig, description="Run directory, seed, device.")
+    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Experience collection.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="Network.")
+    ppo: PPOConfig = Field(default_factory=PPOConfig, description="PPO learner.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Final evaluation.")
+
+    @model_validator(mode="after")
+    def _minibatches_fit(self) -> TrainConfig:
+        slots = self.rollout.num_workers * self.rollout.envs_per_worker
+        if self.ppo.num_minibatches > slots:
+            raise ValueError(
+                f"ppo.num_minibatches={self.ppo.num_minibatches} exceeds the "
+                f"{slots} env slots (rollout.num_workers x rollout.envs_per_worker); "
+                "minibatches split whole sequences, so use at most that many"
+            )
+        return self
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """Split ``a.b=value`` into a key path and a YAML-typed value (``1`` -> int, ``null`` -> None)."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set ppo.learning_rate=1e-3")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise ConfigError(f"--set {item!r}: value is not valid YAML ({err.__class__.__name__})") from err
+    return key.strip().split("."), value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return ``raw`` with each ``a.b=value`` override set (intermediate mappings are created)."""
+    for item in overrides:
+        path, value = parse_override(item)
+        node = raw
+        for depth, part in enumerate(path[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                prefix = ".".join(path[: depth + 1])
+                raise ConfigError(f"--set {item!r}: {prefix} is a value, not a section")
+            node = child
+        node[path[-1]] = value
+    return raw
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """One line per problem: ``key.path: got VALUE; what is allowed``."""
+    lines = []
+    for problem in err.errors():
+        path = ".".join(str(p) for p in problem["loc"]) or "<top level>"
+        message = problem["msg"]
+        if problem["type"] == "extra_forbidden":
+            lines.append(f"{path}: unknown key (check spelling; `rlformer config-doc` lists all keys)")
+            continue
+        if message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        got = problem.get("input")
+        shown = "" if isinstance(got, dict) else f"got {got!r}; "
+        lines.append(f"{path}: {shown}{message}")
+    return "\n".join(lines)
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping, turning file and syntax problems into :class:`ConfigError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}".replace("\n", " ")) from err
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def build_config(raw: dict[str, Any]) -> TrainConfig:
+    """Validate a raw mapping into a :class:`TrainConfig` or raise :class:`ConfigError`."""
+    try:
+        return TrainConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err)) from None
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> TrainConfig:
+    """Load ``path`` (or the defaults when None), apply ``--set`` overrides and validate."""
+    raw = read_yaml(path) if path is not None else {}
+    return build_config(apply_overrides(raw, list(overrides or [])))
+
+
+def dump_config(cfg: TrainConfig) -> str:
+    """The fully resolved config as YAML, suitable to re-load with :func:`load_config`."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def describe_fields(model: type[BaseModel] = TrainConfig, prefix: str = "") -> list[tuple[str, str, str]]:
+    """Every leaf key as ``(path, default, description)``, for ``rlformer config-doc``."""
+    rows: list[tuple[str, str, str]] = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            rows.extend(describe_fields(annotation, prefix=f"{path}."))
+            continue
+        default = field.get_default(call_default_factory=True)
+        rows.append((path, repr(default), field.description or ""))
+    return rows

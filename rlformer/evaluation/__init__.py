@@ -1,0 +1,1 @@
+"""Running trained policies for evaluation and summarising the results."""

@@ -1,0 +1,1 @@
+"""Learners: pure losses and ``update(batch) -> metrics`` objects (GAE, PPO)."""

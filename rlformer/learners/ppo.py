@@ -1,0 +1,175 @@
+"""PPO on sequences: the clipped-surrogate loss and a learner that updates from fragments.
+
+Memory stays aligned with the data because minibatches are whole env-slot sequences: each row is
+re-run from the memory the rollout had at the fragment start, with the rollout's episode-start
+flags, so in the first epoch the new log-probs equal the stored ones (ratio = 1).
+
+Calling loop::
+
+    learner = PPOLearner(model, cfg.ppo, device, iterations)
+    metrics = learner.update(fragment)      # dict of floats, ready to log
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlformer.config import PPOConfig
+from rlformer.learners.returns import compute_gae
+from rlformer.models.actor_critic import ActorCritic, AgentState, EvaluateOutput
+from rlformer.rollout.fragment import Fragment
+
+
+class SequenceBatch(NamedTuple):
+    """A fragment turned env-major ``[E, F, ...]`` on the learner device, with GAE targets."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    old_log_probs: torch.Tensor
+    old_values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    episode_start: torch.Tensor
+    state: AgentState
+
+    def rows(self, index: torch.Tensor) -> SequenceBatch:
+        """The sequences of a subset of env slots."""
+        tensors = [t[index] for t in self[:-1]]
+        return SequenceBatch(*tensors, state=self.state.index(index))
+
+
+def make_sequence_batch(fragment: Fragment, cfg: PPOConfig, device: torch.device) -> SequenceBatch:
+    """GAE on the time-major fragment, then transpose to env-major tensors."""
+    advantages, returns = compute_gae(
+        fragment.rewards, fragment.values, fragment.terminated, fragment.truncated,
+        fragment.truncation_values, fragment.last_value, cfg.gamma, cfg.gae_lambda,
+    )
+
+    def env_major(array: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.swapaxes(array, 0, 1).copy(), device=device)
+
+    return SequenceBatch(
+        obs=env_major(fragment.obs),
+        actions=env_major(fragment.actions),
+        old_log_probs=env_major(fragment.log_probs),
+        old_values=env_major(fragment.values),
+        advantages=env_major(advantages),
+        returns=env_major(returns),
+        episode_start=env_major(fragment.episode_start),
+        state=fragment.state.to(device),
+    )
+
+
+def ppo_loss(
+    out: EvaluateOutput, batch: SequenceBatch, cfg: PPOConfig
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Clipped surrogate + (clipped) value loss - entropy bonus, averaged over all steps."""
+    advantages = batch.advantages
+    if cfg.norm_adv and advantages.numel() > 1:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    log_ratio = out.log_prob - batch.old_log_probs
+    ratio = log_ratio.exp()
+    policy_loss = torch.max(
+        -advantages * ratio, -advantages * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
+    ).mean()
+    value_error = (out.value - batch.returns).pow(2)
+    if cfg.clip_value:
+        clipped = batch.old_values + (out.value - batch.old_values).clamp(-cfg.clip_coef, cfg.clip_coef)
+        value_error = torch.max(value_error, (clipped - batch.returns).pow(2))
+    value_loss = 0.5 * value_error.mean()
+    entropy = out.entropy.mean()
+    loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
+    with torch.no_grad():
+        # Schulman's low-variance KL estimator: E[(r - 1) - log r].
+        approx_kl = ((ratio - 1) - log_ratio).mean()
+        clip_fraction = ((ratio - 1).abs() > cfg.clip_coef).float().mean()
+        max_ratio_error = (ratio - 1).abs().max()
+    metrics = {
+        "loss/policy": policy_loss.detach(), "loss/value": value_loss.detach(),
+        "loss/entropy": entropy.detach(), "ppo/approx_kl": approx_kl,
+        "ppo/clip_fraction": clip_fraction, "ppo/max_ratio_error": max_ratio_error,
+    }
+    return loss, metrics
+
+
+class PPOLearner:
+    """Owns the optimiser; ``update(fragment) -> metrics``."""
+
+    def __init__(
+        self, model: ActorCritic, cfg: PPOConfig, device: torch.device, total_iterations: int,
+        seed: int = 0,
+    ) -> None:
+        self.model = model.to(device)
+        self.cfg = cfg
+        self.device = device
+        self.total_iterations = max(total_iterations, 1)
+        self.iteration = 0
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=1e-5)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def _set_learning_rate(self) -> float:
+        frac = 1.0 - self.iteration / self.total_iterations if self.cfg.anneal_lr else 1.0
+        lr = self.cfg.learning_rate * max(frac, 0.0)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def update(self, fragment: Fragment) -> dict[str, float]:
+        """Several epochs of minibatch PPO over the fragment's env-slot sequences."""
+        lr = self._set_learning_rate()
+        batch = make_sequence_batch(fragment, self.cfg, self.device)
+        num_rows = batch.obs.shape[0]
+        self.model.train()
+        sums: dict[str, float] = {}
+        count = 0
+        first_epoch_ratio_error = 0.0
+        for epoch in range(self.cfg.update_epochs):
+            order = torch.randperm(num_rows, generator=self.generator)
+            stop = False
+            for rows in torch.tensor_split(order, self.cfg.num_minibatches):
+                mb = batch.rows(rows.to(self.device))
+                out = self.model.evaluate(mb.obs, mb.actions, mb.state, mb.episode_start)
+                loss, metrics = ppo_loss(out, mb, self.cfg)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+                self.optimizer.step()
+                if epoch == 0 and count == 0:
+                    # Before any gradient step the ratio must be exactly 1 (memory alignment check).
+                    first_epoch_ratio_error = float(metrics["ppo/max_ratio_error"])
+                for key, value in {**metrics, "grad_norm": grad_norm}.items():
+                    sums[key] = sums.get(key, 0.0) + float(value)
+                count += 1
+                if self.cfg.target_kl is not None and float(metrics["ppo/approx_kl"]) > self.cfg.target_kl:
+                    stop = True
+                    break
+            if stop:
+                break
+        self.iteration += 1
+        result = {key: value / count for key, value in sums.items()}
+        result.pop("ppo/max_ratio_error", None)
+        result["ppo/first_minibatch_ratio_error"] = first_epoch_ratio_error
+        result["lr"] = lr
+        returns = batch.returns.flatten()
+        values = batch.old_values.flatten()
+        variance = returns.var()
+        result["value/explained_variance"] = (
+            float(1 - (returns - values).var() / variance) if variance > 0 else 0.0
+        )
+        return result
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "iteration": self.iteration,
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.iteration = state["iteration"]
+        self.generator.set_state(state["generator"])

@@ -1,0 +1,1 @@
+"""Networks built on the attention core: the GTrXL actor-critic (and later the Decision Transformer)."""

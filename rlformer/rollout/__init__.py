@@ -1,0 +1,1 @@
+"""Experience collection: rollout workers and collectors (local or Ray), one Fragment vocabulary."""

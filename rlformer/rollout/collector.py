@@ -1,0 +1,77 @@
+"""The collector interface and its in-process backend.
+
+A collector owns ``num_workers`` :class:`~rlformer.rollout.worker.RolloutWorker` s. Each call to
+:meth:`Collector.collect` broadcasts one weight version and returns all workers' fragments merged
+along the env axis, every one of them produced by exactly that version.
+
+Calling loop::
+
+    collector = make_collector(cfg)
+    for version in range(iterations):
+        batch = collector.collect(model.state_dict(), version)   # Fragment, E = workers x envs
+        metrics = learner.update(batch)
+    collector.close()
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+from rlformer.config import TrainConfig
+from rlformer.rollout.fragment import Fragment
+from rlformer.rollout.worker import RolloutWorker
+
+
+class Collector(Protocol):
+    """What a learner needs from experience collection, whatever the backend."""
+
+    def collect(self, weights: dict[str, torch.Tensor], version: int) -> Fragment: ...
+
+    def get_state(self) -> list[bytes]: ...
+
+    def set_state(self, states: list[bytes]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LocalCollector:
+    """All workers in this process, stepped one after another (also the test backend)."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.workers = [
+            RolloutWorker(
+                cfg.env, cfg.model, cfg.rollout.envs_per_worker, cfg.rollout.fragment_length,
+                cfg.run.seed, worker_index=w,
+            )
+            for w in range(cfg.rollout.num_workers)
+        ]
+
+    def collect(self, weights: dict[str, torch.Tensor], version: int) -> Fragment:
+        cpu_weights = {k: v.detach().cpu() for k, v in weights.items()}
+        fragments = []
+        for worker in self.workers:
+            worker.set_weights(cpu_weights, version)
+            fragments.append(worker.sample())
+        return Fragment.concat(fragments)
+
+    def get_state(self) -> list[bytes]:
+        return [w.get_state() for w in self.workers]
+
+    def set_state(self, states: list[bytes]) -> None:
+        for worker, blob in zip(self.workers, states, strict=True):
+            worker.set_state(blob)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.envs.close()
+
+
+def make_collector(cfg: TrainConfig) -> Collector:
+    """The backend named by ``cfg.rollout.backend`` (Ray is imported only when asked for)."""
+    if cfg.rollout.backend == "ray":
+        from rlformer.rollout.ray_collector import RayCollector
+
+        return RayCollector(cfg)
+    return LocalCollector(cfg)

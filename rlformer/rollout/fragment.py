@@ -1,0 +1,74 @@
+"""The one batch vocabulary between rollout workers and learners.
+
+A :class:`Fragment` is ``F`` consecutive steps of ``E`` env slots. Arrays are time-major
+``[F, E, ...]``; ``state`` is each slot's memory *at the fragment start*, which is what lets the
+learner re-run the fragment as one sequence and reproduce the rollout's log-probs exactly.
+
+Timing convention for step ``t`` of slot ``e``:
+``obs[t]`` was observed, ``episode_start[t]`` says it is the first observation of an episode,
+``actions[t]`` was taken, ``rewards[t]`` received, and ``terminated[t]`` / ``truncated[t]`` say
+the episode ended on that step. For a truncated step, ``truncation_values[t]`` holds the value of
+the final observation (0 elsewhere) so that GAE can bootstrap through time limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlformer.models.actor_critic import AgentState
+
+
+@dataclass
+class Fragment:
+    """Fixed-length rollout of ``E`` env slots (see the module docstring for timing)."""
+
+    obs: np.ndarray  # [F, E, *obs_shape]
+    actions: np.ndarray  # [F, E] or [F, E, A]
+    log_probs: np.ndarray  # [F, E] float32
+    values: np.ndarray  # [F, E] float32
+    rewards: np.ndarray  # [F, E] float32
+    terminated: np.ndarray  # [F, E] bool
+    truncated: np.ndarray  # [F, E] bool
+    episode_start: np.ndarray  # [F, E] bool
+    truncation_values: np.ndarray  # [F, E] float32
+    last_value: np.ndarray  # [E] value of the observation after the fragment
+    state: AgentState  # memory at the fragment start, batch = E
+    policy_version: int
+    worker_index: int
+    episode_returns: list[float] = field(default_factory=list)
+    episode_lengths: list[int] = field(default_factory=list)
+    episode_successes: list[float] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        return int(self.rewards.shape[0])
+
+    @property
+    def num_envs(self) -> int:
+        return int(self.rewards.shape[1])
+
+    @staticmethod
+    def concat(fragments: list[Fragment]) -> Fragment:
+        """Merge fragments of equal length and policy version along the env axis."""
+        versions = {f.policy_version for f in fragments}
+        if len(versions) != 1:
+            raise ValueError(f"refusing to merge fragments of different policy versions {versions}")
+
+        def cat(name: str, axis: int) -> np.ndarray:
+            return np.concatenate([getattr(f, name) for f in fragments], axis=axis)
+
+        time_major = (
+            "obs actions log_probs values rewards terminated truncated episode_start truncation_values"
+        ).split()
+        return Fragment(
+            **{name: cat(name, 1) for name in time_major},
+            last_value=cat("last_value", 0),
+            state=AgentState.cat([f.state for f in fragments]),
+            policy_version=fragments[0].policy_version,
+            worker_index=-1,
+            episode_returns=[r for f in fragments for r in f.episode_returns],
+            episode_lengths=[n for f in fragments for n in f.episode_lengths],
+            episode_successes=[s for f in fragments for s in f.episode_successes],
+        )
