@@ -1,0 +1,82 @@
+"""Multi-head attention over ``[memory ; segment]`` with a choice of positional scheme.
+
+Fast path: ``torch.nn.functional.scaled_dot_product_attention``. Position terms that are not
+part of ``q·k`` (Transformer-XL's ``(q + v)·W_r r_d`` and the learned distance bias) are passed
+as an additive float mask, pre-multiplied by the softmax scale where the formula scales them, and
+Transformer-XL's content bias u is folded into the query. Rotary and ``none`` need only a
+boolean mask, which lets SDPA pick its fused kernels.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rlformer.core.config import CoreConfig
+from rlformer.core.masks import AttentionLayout
+from rlformer.core.positional import apply_rotary, rotary_angles, sinusoid_table
+
+
+class MemoryAttention(nn.Module):
+    """Queries from the segment, keys and values from ``[memory ; segment]``."""
+
+    def __init__(self, cfg: CoreConfig) -> None:
+        super().__init__()
+        d, self.n_heads, self.d_head = cfg.d_model, cfg.n_heads, cfg.d_head
+        self.scheme = cfg.positional
+        self.dropout = cfg.dropout
+        self.query = nn.Linear(d, d, bias=False)
+        self.key_value = nn.Linear(d, 2 * d, bias=False)
+        self.out = nn.Linear(d, d)
+        if self.scheme == "relative":
+            self.position_key = nn.Linear(d, d, bias=False)  # W_r: the key projection for positions
+            self.content_bias = nn.Parameter(torch.randn(cfg.n_heads, cfg.d_head) * 0.02)  # u
+            self.position_bias = nn.Parameter(torch.randn(cfg.n_heads, cfg.d_head) * 0.02)  # v
+            self.register_buffer(
+                "relative_table", sinusoid_table(cfg.memory_length + 1, d), persistent=False
+            )
+        elif self.scheme == "learned":
+            self.distance_bias = nn.Parameter(torch.zeros(cfg.n_heads, cfg.memory_length + 1))
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.n_heads, self.d_head).transpose(1, 2)  # [B, H, L, h]
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor, layout: AttentionLayout) -> torch.Tensor:
+        """``x [B, T, d]`` queries, ``context [B, M+T, d]`` keys/values -> ``[B, T, d]``."""
+        batch, seg_len, width = x.shape
+        ctx_len = context.shape[1]
+        q = self._heads(self.query(x))  # [B, H, T, h]
+        k, v = self.key_value(context).split(width, dim=-1)
+        k, v = self._heads(k), self._heads(v)  # [B, H, S, h]
+        visible = layout.visible[:, None]  # [B, 1, T, S]
+        scale = 1.0 / math.sqrt(self.d_head)
+
+        if self.scheme == "relative":
+            # (q + v)·W_r r_d for every distance d in [0, M], then gathered to each (i, j).
+            r = self.position_key(self.relative_table.to(x.dtype))  # [M+1, d]
+            r = r.view(-1, self.n_heads, self.d_head)  # [M+1, H, h]
+            pos_scores = torch.einsum("bhtc,dhc->bhtd", q + self.position_bias[None, :, None], r)
+            index = layout.distance[None, None].expand(batch, self.n_heads, seg_len, ctx_len)
+            pos_term = pos_scores.gather(-1, index) * scale  # [B, H, T, S]
+            mask = pos_term.masked_fill(~visible, float("-inf"))
+            q = q + self.content_bias[None, :, None]
+        elif self.scheme == "learned":
+            bias = self.distance_bias[:, layout.distance].to(q.dtype)  # [H, T, S]
+            mask = bias[None].masked_fill(~visible, float("-inf"))
+        else:
+            mask = visible
+            if self.scheme == "rotary":
+                mem_len = ctx_len - seg_len
+                positions = torch.arange(ctx_len, device=x.device)
+                cos, sin = rotary_angles(positions, self.d_head)
+                k = apply_rotary(k, cos, sin)
+                q = apply_rotary(q, cos[mem_len:], sin[mem_len:])
+
+        attended = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
+        )  # [B, H, T, h]
+        return self.out(attended.transpose(1, 2).reshape(batch, seg_len, width))

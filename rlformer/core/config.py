@@ -1,0 +1,48 @@
+"""Configuration of the attention core (embedded in the run config as ``model.core``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PositionalScheme = Literal["relative", "rotary", "learned", "none"]
+BlockType = Literal["gtrxl", "trxl_i", "post_ln"]
+GateType = Literal["gru", "input", "output", "highway", "sigmoid_tanh"]
+
+
+class CoreConfig(BaseModel):
+    """Shape and variant of the memory-enabled attention stack."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+    n_layers: int = Field(2, ge=1, description="Transformer blocks in the stack.")
+    d_model: int = Field(64, ge=1, description="Width of tokens and memory.")
+    n_heads: int = Field(4, ge=1, description="Attention heads (must divide d_model).")
+    d_ff: int = Field(256, ge=1, description="Hidden width of each block's MLP.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on attention and sub-layer outputs.")
+    memory_length: int = Field(
+        64, ge=1, description="M: each token attends to itself and at most M previous tokens per layer."
+    )
+    positional: PositionalScheme = Field(
+        "relative",
+        description="relative (Transformer-XL), rotary, learned (per-head distance bias) or none.",
+    )
+    block: BlockType = Field(
+        "gtrxl", description="gtrxl (gated, identity-map reordered), trxl_i (pre-LN) or post_ln."
+    )
+    gate: GateType = Field("gru", description="GTrXL gate: gru, input, output, highway, sigmoid_tanh.")
+    gate_bias: float = Field(2.0, description="b_g: larger values start gated blocks nearer the identity.")
+    compile: bool = Field(False, description="Wrap the forward pass in torch.compile.")
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> CoreConfig:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.positional == "rotary" and (self.d_model // self.n_heads) % 2:
+            raise ValueError("rotary positions need an even head width (d_model / n_heads)")
+        return self
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads

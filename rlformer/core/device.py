@@ -1,0 +1,30 @@
+"""Device selection and mixed precision: bf16 autocast on CUDA only.
+
+On CPU, bf16 matmuls are far slower than fp32 on common hardware (about 1 vs 69 GFLOP/s measured on
+our 2-core AVX2 machines), so autocast is a no-op there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Literal
+
+import torch
+
+
+def resolve_device(name: Literal["auto", "cpu", "cuda"] | str) -> torch.device:
+    """``auto`` -> cuda when available else cpu; ``cuda`` without a GPU is a clear error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' requested but torch sees no CUDA GPU; use device: auto or cpu")
+    if name not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {name!r}; use auto, cpu or cuda")
+    return torch.device(name)
+
+
+def autocast_context(device: torch.device) -> contextlib.AbstractContextManager:
+    """bf16 autocast for CUDA tensors, nothing elsewhere."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()

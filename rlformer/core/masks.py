@@ -1,0 +1,86 @@
+"""Who may attend to whom: causal sliding window, episode boundaries, padding.
+
+Keys are ``[memory (M slots) ; segment (T tokens)]``; query i sits at key index ``M + i``.
+Query i may see key j iff
+
+* ``0 <= (M + i) - j <= M``   — causal, and at most M tokens back (the sliding window that makes
+  whole-sequence, segment-by-segment and one-step processing agree exactly);
+* key j is valid — a memory slot of the current episode, or an unpadded segment token;
+* key j is in query i's episode — an ``episode_start`` at or before i (in the same row) hides
+  everything before it, memory included. Rows restart independently.
+
+Picture for M = 2, T = 4, an episode start at t = 2 (``x`` = visible, ``.`` = hidden)::
+
+              mem0 mem1  t0  t1  t2  t3
+    query t0    x    x    x   .   .   .
+    query t1    .    x    x   x   .   .
+    query t2    .    .    .   .   x   .      <- new episode: t0, t1 and memory are gone
+    query t3    .    .    .   .   x   x
+
+A padded query sees only itself, so softmax never meets an all-masked row; its output is
+discarded by the stack.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+
+class AttentionLayout(NamedTuple):
+    """Masks shared by all layers of one forward call."""
+
+    visible: torch.Tensor  # [B, T, M + T] bool
+    distance: torch.Tensor  # [T, M + T] long, (M + i) - j clamped to [0, M]
+    new_valid: torch.Tensor  # [B, M] validity of the memory after this segment
+    padded: torch.Tensor  # [B, T] bool
+
+
+def episode_ids(episode_start: torch.Tensor) -> torch.Tensor:
+    """Per-row episode counter ``[B, T]``: 0 until the first start in the segment, then 1, 2, ..."""
+    return episode_start.long().cumsum(dim=1)
+
+
+def build_layout(
+    memory_valid: torch.Tensor,
+    episode_start: torch.Tensor | None,
+    padding_mask: torch.Tensor | None,
+    seg_len: int,
+) -> AttentionLayout:
+    """Visibility ``[B, T, M+T]`` and the validity of the memory that follows this segment."""
+    batch, mem_len = memory_valid.shape
+    device = memory_valid.device
+    if episode_start is None:
+        episode_start = torch.zeros(batch, seg_len, dtype=torch.bool, device=device)
+    if padding_mask is None:
+        padding_mask = torch.zeros(batch, seg_len, dtype=torch.bool, device=device)
+    episode_start = episode_start.to(device=device, dtype=torch.bool)
+    padded = padding_mask.to(device=device, dtype=torch.bool)
+
+    query_pos = torch.arange(seg_len, device=device)[:, None] + mem_len  # [T, 1]
+    key_pos = torch.arange(mem_len + seg_len, device=device)[None, :]  # [1, S]
+    raw_distance = query_pos - key_pos  # [T, S]
+    in_window = (raw_distance >= 0) & (raw_distance <= mem_len)
+
+    seg_episode = episode_ids(episode_start)  # [B, T]
+    mem_episode = torch.zeros(batch, mem_len, dtype=torch.long, device=device)
+    key_episode = torch.cat([mem_episode, seg_episode], dim=1)  # [B, S]
+    key_valid = torch.cat([memory_valid, ~padded], dim=1)  # [B, S]
+
+    visible = (
+        in_window[None]
+        & key_valid[:, None, :]
+        & (key_episode[:, None, :] == seg_episode[:, :, None])
+    )  # [B, T, S]
+    # A padded query sees itself only (keeps softmax finite; its output is discarded).
+    self_key = torch.eye(seg_len, dtype=torch.bool, device=device)
+    self_key = torch.cat([torch.zeros(seg_len, mem_len, dtype=torch.bool, device=device), self_key], 1)
+    visible = torch.where(padded[:, :, None], self_key[None], visible)
+
+    # Memory after the segment: the last M of [memory ; segment], valid if it belongs to the
+    # episode of the segment's last position and is not padding.
+    last_episode = seg_episode[:, -1:]  # [B, 1]
+    combined_valid = key_valid & (key_episode == last_episode)
+    new_valid = combined_valid[:, -mem_len:]
+    return AttentionLayout(visible, raw_distance.clamp(0, mem_len), new_valid, padded)

@@ -1,0 +1,42 @@
+"""Positional schemes for attention over ``[memory ; segment]``.
+
+Absolute positions break once memory is reused (two segments would share indices), so every
+scheme here depends only on the distance ``d = i - j`` between query and key, with d in [0, M]
+because of the sliding window.
+
+* ``relative`` — Transformer-XL (Dai et al. 2019): sinusoidal ``r_d`` projected by a separate key
+  matrix ``W_r``; ``score = (q + u)·k + (q + v)·W_r r_d`` with learned global biases u, v.
+* ``rotary`` — RoFormer (Su et al. 2021): q and k rotated by angles proportional to their
+  positions, so ``q·k`` depends on ``i - j`` only. No extra parameters, SDPA-friendly.
+* ``learned`` — a learned scalar bias per head and distance (as in T5, without buckets).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def sinusoid_table(num_positions: int, width: int) -> torch.Tensor:
+    """``[num_positions, width]`` table: sin in the first half, cos in the second (Vaswani et al.)."""
+    positions = torch.arange(num_positions, dtype=torch.float32)[:, None]
+    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, width, 2, dtype=torch.float32) / width)
+    angles = positions * inv_freq[None, :]  # [P, ceil(width/2)]
+    table = torch.cat([angles.sin(), angles.cos()], dim=-1)
+    return table[:, :width]
+
+
+def rotary_angles(positions: torch.Tensor, head_width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin ``[P, head_width/2]`` of the rotation angles for integer ``positions``."""
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, head_width, 2, dtype=torch.float32, device=positions.device) / head_width))
+    angles = positions.float()[:, None] * inv_freq[None, :]
+    return angles.cos(), angles.sin()
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate pairs ``(x[..., k], x[..., k + h/2])`` of ``x [B, H, P, h]`` by the given angles."""
+    half = x.shape[-1] // 2
+    first, second = x[..., :half], x[..., half:]
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)

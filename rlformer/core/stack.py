@@ -1,0 +1,106 @@
+"""The memory-enabled attention core: a stack of :class:`MemoryBlock` s with segment memory.
+
+Example:
+    >>> cfg = CoreConfig(n_layers=2, d_model=16, n_heads=2, d_ff=32, memory_length=4)
+    >>> core = MemoryCore(cfg)
+    >>> mem = core.initial_memory(batch_size=3)
+    >>> out = core(torch.randn(3, 5, 16), memory=mem)          # a segment of 5 tokens
+    >>> out.output.shape, out.memory.hidden.shape
+    (torch.Size([3, 5, 16]), torch.Size([2, 3, 4, 16]))
+    >>> step = core.step(torch.randn(3, 16), memory=out.memory)  # one more token, O(M) work
+    >>> step.output.shape
+    torch.Size([3, 16])
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from rlformer.core.block import MemoryBlock
+from rlformer.core.config import CoreConfig
+from rlformer.core.device import autocast_context
+from rlformer.core.masks import build_layout
+from rlformer.core.memory import Memory
+
+
+class CoreOutput(NamedTuple):
+    """Outputs ``[B, T, d]`` (``[B, d]`` from :meth:`MemoryCore.step`) and the next memory."""
+
+    output: torch.Tensor
+    memory: Memory
+
+
+class MemoryCore(nn.Module):
+    """Transformer-XL memory + relative positions + GTrXL gating, shared by PPO and DT.
+
+    Every call obeys one rule: a token attends to itself and to at most M earlier tokens per
+    layer, of its own episode, never to padding. Hence processing a sequence whole, in segments
+    with carried memory, or one token at a time with :meth:`step` gives the same outputs.
+    Memory is returned detached: gradients never flow into earlier segments.
+    """
+
+    def __init__(self, cfg: CoreConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.blocks = nn.ModuleList(MemoryBlock(cfg) for _ in range(cfg.n_layers))
+        # Pre-LN stacks leave the residual stream un-normalised; normalise once at the top.
+        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.block != "post_ln" else nn.Identity()
+        self._forward = torch.compile(self._forward_impl, dynamic=True) if cfg.compile else self._forward_impl
+
+    def initial_memory(self, batch_size: int, device: torch.device | str | None = None) -> Memory:
+        """Empty memory (all slots invalid) for ``batch_size`` rows."""
+        if device is None:
+            device = next(self.parameters()).device
+        return Memory.empty(
+            self.cfg.n_layers, batch_size, self.cfg.memory_length, self.cfg.d_model, device=device
+        )
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: Memory | None = None,
+        episode_start: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+    ) -> CoreOutput:
+        """Process a segment ``x [B, T, d]``.
+
+        Args:
+            x: input tokens.
+            memory: memory from the previous segment, or None for an empty one.
+            episode_start: ``[B, T]`` True where a new episode starts (hides all earlier tokens).
+            padding_mask: ``[B, T]`` True for padded positions (never attended to, output zero).
+        """
+        if memory is None:
+            memory = self.initial_memory(x.shape[0], x.device)
+        return self._forward(x, memory, episode_start, padding_mask)
+
+    def step(
+        self, x: torch.Tensor, memory: Memory | None = None, episode_start: torch.Tensor | None = None
+    ) -> CoreOutput:
+        """Advance one token per row: ``x [B, d]``, ``episode_start [B]`` -> output ``[B, d]``."""
+        starts = None if episode_start is None else episode_start.reshape(-1, 1)
+        out = self.forward(x[:, None], memory, starts)
+        return CoreOutput(out.output[:, 0], out.memory)
+
+    def _forward_impl(
+        self,
+        x: torch.Tensor,
+        memory: Memory,
+        episode_start: torch.Tensor | None,
+        padding_mask: torch.Tensor | None,
+    ) -> CoreOutput:
+        mem_len = self.cfg.memory_length
+        layout = build_layout(memory.valid, episode_start, padding_mask, x.shape[1])
+        new_hidden = []
+        h = x
+        with autocast_context(x.device):
+            for layer, block in enumerate(self.blocks):
+                layer_memory = memory.hidden[layer].detach().to(h.dtype)  # [B, M, d]
+                new_hidden.append(torch.cat([layer_memory, h], dim=1)[:, -mem_len:].detach().float())
+                h = block(h, layer_memory, layout)
+            h = self.final_norm(h)
+        output = h.float().masked_fill(layout.padded[..., None], 0.0)
+        return CoreOutput(output, Memory(torch.stack(new_hidden), layout.new_valid))

@@ -1,0 +1,86 @@
+"""Config validation: overrides, and one-line errors that name the key, the value and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlformer.config import (
+    ConfigError,
+    TrainConfig,
+    describe_fields,
+    dump_config,
+    load_config,
+)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_validate_and_round_trip(tmp_path: Path) -> None:
+    cfg = load_config(None)
+    again = load_config(_write(tmp_path, dump_config(cfg)))
+    assert again == cfg
+
+
+def test_set_overrides_nested_fields_with_yaml_types(tmp_path: Path) -> None:
+    path = _write(tmp_path, "ppo:\n  learning_rate: 0.001\nenv:\n  id: CartPole-v1\n")
+    cfg = load_config(path, ["ppo.learning_rate=5e-4", "model.core.n_layers=3",
+                             "env.kwargs.length=7", "rollout.ray_address=null", "run.name=abc"])
+    assert cfg.ppo.learning_rate == pytest.approx(5e-4)
+    assert cfg.model.core.n_layers == 3
+    assert cfg.env.kwargs == {"length": 7}
+    assert cfg.rollout.ray_address is None
+    assert cfg.run.name == "abc"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["ppo.lerning_rate=1"], "ppo.lerning_rate: unknown key"),
+        (["ppo.clip_coef=-0.1"], "ppo.clip_coef: got -0.1; Input should be greater than 0"),
+        (["rollout.backend=slurm"], "rollout.backend: got 'slurm'; Input should be 'local' or 'ray'"),
+        (["ppo.update_epochs=many"], "ppo.update_epochs: got 'many'"),
+        (["model.core.n_heads=0"], "model.core.n_heads: got 0"),
+        (["bogus=1"], "bogus: unknown key"),
+        (["ppo.num_minibatches=64"], "exceeds the 8 env slots"),
+    ],
+)
+def test_bad_values_name_key_value_and_rule(overrides: list[str], expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(None, overrides)
+    assert expected in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("item", "expected"),
+    [("ppo", "expected KEY.PATH=VALUE"), ("=3", "expected KEY.PATH=VALUE"),
+     ("ppo.gamma.x=1", "ppo.gamma is a value, not a section")],
+)
+def test_malformed_set_items(item: str, expected: str) -> None:
+    if item.startswith("ppo.gamma."):
+        overrides = ["ppo.gamma=0.9", item]
+    else:
+        overrides = [item]
+    with pytest.raises(ConfigError, match=expected):
+        load_config(None, overrides)
+
+
+def test_file_problems_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(_write(tmp_path, "ppo: [unclosed\n"))
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        load_config(_write(tmp_path, "- a\n- b\n"))
+
+
+def test_every_field_is_documented() -> None:
+    rows = describe_fields(TrainConfig)
+    assert len(rows) > 40
+    undocumented = [path for path, _, doc in rows if not doc.strip()]
+    assert undocumented == []
