@@ -1,0 +1,169 @@
+"""Invariants of the core that every learner relies on: causality, memory equivalence, step(),
+episode boundaries, padding, gating at init, no gradient into memory."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from rlformer.core import CoreConfig, Memory, MemoryCore
+from tests.core.reference import tolerance
+
+SCHEMES = ["relative", "rotary", "learned", "none"]
+BLOCKS = ["gtrxl", "trxl_i", "post_ln"]
+
+
+def _core(device: torch.device, memory_length: int = 6, **kw: object) -> MemoryCore:
+    torch.manual_seed(0)
+    cfg = CoreConfig(n_layers=2, d_model=16, n_heads=2, d_ff=32, memory_length=memory_length, **kw)
+    core = MemoryCore(cfg).to(device).eval()
+    for name, param in core.named_parameters():
+        if "distance_bias" in name:
+            torch.nn.init.normal_(param)
+    return core
+
+
+def _run_segments(core: MemoryCore, x: torch.Tensor, starts: torch.Tensor, size: int) -> torch.Tensor:
+    memory, outs = None, []
+    for a in range(0, x.shape[1], size):
+        out = core(x[:, a:a + size], memory, starts[:, a:a + size])
+        memory, _ = out.memory, outs.append(out.output)
+    return torch.cat(outs, 1)
+
+
+@pytest.mark.parametrize(("scheme", "block"), list(itertools.product(SCHEMES, BLOCKS)))
+def test_causality(scheme: str, block: str, device: torch.device) -> None:
+    core = _core(device, positional=scheme, block=block)
+    x = torch.randn(2, 10, 16, device=device)
+    changed = x.clone()
+    changed[:, 6:] += torch.randn_like(changed[:, 6:])
+    with torch.no_grad():
+        a, b = core(x).output, core(changed).output
+    torch.testing.assert_close(a[:, :6], b[:, :6], atol=tolerance(device), rtol=0)
+    assert (a[:, 6:] - b[:, 6:]).abs().max() > 1e-3  # later outputs do change
+
+
+@pytest.mark.parametrize(("scheme", "block"), list(itertools.product(SCHEMES, BLOCKS)))
+@pytest.mark.parametrize("memory_length", [24, 5])
+def test_segments_and_steps_equal_whole_sequence(
+    scheme: str, block: str, memory_length: int, device: torch.device
+) -> None:
+    """M=24 covers the whole history; M=5 makes the sliding window bite. Both must agree."""
+    core = _core(device, memory_length=memory_length, positional=scheme, block=block)
+    x = torch.randn(3, 20, 16, device=device)
+    starts = torch.zeros(3, 20, dtype=torch.bool, device=device)
+    starts[1, 7] = starts[2, 13] = starts[2, 16] = True
+    with torch.no_grad():
+        whole = core(x, episode_start=starts).output
+        segments = _run_segments(core, x, starts, size=6)
+        memory, steps = None, []
+        for t in range(20):
+            out = core.step(x[:, t], memory, starts[:, t])
+            memory, _ = out.memory, steps.append(out.output)
+    torch.testing.assert_close(segments, whole, atol=tolerance(device), rtol=0)
+    torch.testing.assert_close(torch.stack(steps, 1), whole, atol=tolerance(device), rtol=0)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_memory_beyond_window_matches_sliding_window_reference(scheme: str, device: torch.device) -> None:
+    """One layer, M=4: output at t equals a fresh run on exactly the tokens t-4..t."""
+    torch.manual_seed(3)
+    cfg = CoreConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, memory_length=4, positional=scheme)
+    core = MemoryCore(cfg).to(device).eval()
+    x = torch.randn(2, 15, 16, device=device)
+    with torch.no_grad():
+        carried = _run_segments(core, x, torch.zeros(2, 15, dtype=torch.bool, device=device), 5)
+        for t in range(15):
+            window = x[:, max(0, t - 4): t + 1]
+            expected = core(window).output[:, -1]
+            torch.testing.assert_close(carried[:, t], expected, atol=tolerance(device), rtol=0)
+
+
+@pytest.mark.parametrize(("scheme", "block"), list(itertools.product(SCHEMES, BLOCKS)))
+def test_episode_restart_equals_fresh_start(scheme: str, block: str, device: torch.device) -> None:
+    """Rows restarting at different times behave exactly like new runs from that point."""
+    core = _core(device, memory_length=8, positional=scheme, block=block)
+    history = torch.randn(3, 7, 16, device=device)
+    x = torch.randn(3, 9, 16, device=device)
+    restart_at = [0, 3, 6]
+    starts = torch.zeros(3, 9, dtype=torch.bool, device=device)
+    for row, t in enumerate(restart_at):
+        starts[row, t] = True
+    with torch.no_grad():
+        memory = core(history).memory  # full, valid memory of a previous episode
+        out = core(x, memory, starts).output
+        for row, t in enumerate(restart_at):
+            fresh = core(x[row:row + 1, t:]).output
+            torch.testing.assert_close(out[row:row + 1, t:], fresh, atol=tolerance(device), rtol=0)
+        # And the earlier part of each row did use the old memory (the test can see a leak).
+        without_memory = core(x[1:2, :3]).output
+        assert (out[1:2, :3] - without_memory).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_padding_does_not_change_real_outputs(scheme: str, device: torch.device) -> None:
+    core = _core(device, memory_length=12, positional=scheme)
+    x = torch.randn(2, 8, 16, device=device)
+    padding = torch.zeros(2, 8, dtype=torch.bool, device=device)
+    padding[0, :3] = True  # left padding
+    padding[1, 6:] = True  # right padding
+    noisy = x.clone()
+    noisy[padding] = 100 * torch.randn_like(noisy[padding])
+    with torch.no_grad():
+        a = core(x, padding_mask=padding)
+        b = core(noisy, padding_mask=padding)
+        unpadded_0 = core(x[0:1, 3:]).output
+        unpadded_1 = core(x[1:2, :6]).output
+    torch.testing.assert_close(a.output[~padding], b.output[~padding], atol=tolerance(device), rtol=0)
+    torch.testing.assert_close(a.output[0:1, 3:], unpadded_0, atol=tolerance(device), rtol=0)
+    torch.testing.assert_close(a.output[1:2, :6], unpadded_1, atol=tolerance(device), rtol=0)
+    assert torch.isfinite(a.output).all() and (a.output[padding] == 0).all()
+    # Padded slots never become valid memory.
+    assert not a.memory.valid[1, -2:].any() and a.memory.valid[1, -3]
+
+
+def test_gru_gate_starts_near_identity() -> None:
+    from rlformer.core.gates import GRUGate
+
+    torch.manual_seed(0)
+    x, y = torch.randn(4096, 32), torch.randn(4096, 32)
+
+    def deviation(bias: float) -> float:
+        gate = GRUGate(32, bias)
+        with torch.no_grad():
+            return float((gate(x, y) - x).norm() / x.norm())
+
+    # z = sigmoid(... - b_g) is about 0.12 at b_g = 2, so g moves x by a small fraction only.
+    assert deviation(2.0) < 0.3
+    assert deviation(2.0) < deviation(0.0) / 2
+    assert deviation(4.0) < deviation(2.0)
+
+
+@pytest.mark.parametrize("gate", ["gru", "input", "output", "highway", "sigmoid_tanh"])
+def test_every_gate_trains(gate: str) -> None:
+    core = _core(torch.device("cpu"), gate=gate)
+    x = torch.randn(2, 5, 16)
+    loss = core(x).output.pow(2).mean()
+    loss.backward()
+    grads = [p.grad for p in core.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_no_gradient_reaches_memory() -> None:
+    core = _core(torch.device("cpu"))
+    hidden = torch.randn(2, 2, 6, 16, requires_grad=True)
+    memory = Memory(hidden, torch.ones(2, 6, dtype=torch.bool))
+    out = core(torch.randn(2, 4, 16, requires_grad=True), memory)
+    out.output.sum().backward()
+    assert hidden.grad is None
+    assert not out.memory.hidden.requires_grad
+
+
+def test_step_cost_is_linear_in_memory() -> None:
+    """step() attends one query to M+1 keys: the attention mask it builds is [B, 1, M+1]."""
+    from rlformer.core.masks import build_layout
+
+    layout = build_layout(torch.ones(2, 256, dtype=torch.bool), None, None, seg_len=1)
+    assert layout.visible.shape == (2, 1, 257)
