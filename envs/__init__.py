@@ -1,0 +1,44 @@
+"""rlformer's Gymnasium memory tasks, registered under the ``rlformer/`` namespace.
+
+Importing this package (or ``rlformer``) registers them::
+
+    import gymnasium, rlformer_envs
+    env = gymnasium.make("rlformer/TMaze-v0", length=50)
+
+Without an import, Gymnasium's ``module:id`` form works too:
+``gymnasium.make("rlformer_envs:rlformer/TMaze-v0")``.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from rlformer_envs.repeat_previous import RepeatPreviousEnv
+from rlformer_envs.tmaze import TMazeEnv
+from rlformer_envs.wrappers import HideObservationEntries
+
+__all__ = ["HideObservationEntries", "RepeatPreviousEnv", "TMazeEnv", "register_envs"]
+
+_SPECS = {
+    "rlformer/TMaze-v0": {"entry_point": "rlformer_envs.tmaze:TMazeEnv"},
+    "rlformer/RepeatPrevious-v0": {"entry_point": "rlformer_envs.repeat_previous:RepeatPreviousEnv"},
+    "rlformer/CartPoleNoVel-v0": {
+        "entry_point": "rlformer_envs.wrappers:cartpole_no_velocity",
+        "max_episode_steps": 500,
+        "reward_threshold": 475.0,
+    },
+    "rlformer/PendulumNoVel-v0": {
+        "entry_point": "rlformer_envs.wrappers:pendulum_no_velocity",
+        "max_episode_steps": 200,
+    },
+}
+
+
+def register_envs() -> None:
+    """Register every task (idempotent: already registered ids are left alone)."""
+    for env_id, spec in _SPECS.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, **spec)
+
+
+register_envs()
