@@ -8,6 +8,7 @@ next fragment (env states, last observations, memory, action-sampling RNG) can b
 
 from __future__ import annotations
 
+import os
 import pickle
 from typing import Any
 
@@ -61,9 +62,18 @@ class RolloutWorker:
         self.model.load_state_dict(weights)
         self.policy_version = version
 
-    def ping(self) -> int:
-        """Cheap liveness check (used by the Ray backend)."""
-        return self.worker_index
+    def process_id(self) -> int:
+        """PID of the process running this worker (the Ray backend's tests kill it)."""
+        return os.getpid()
+
+    def node_id(self) -> str:
+        """Ray node this worker runs on ("local" outside Ray)."""
+        try:
+            import ray
+
+            return str(ray.get_runtime_context().get_node_id())
+        except Exception:  # not inside Ray
+            return "local"
 
     # ------------------------------------------------------------ sampling
     def sample(self) -> Fragment:

@@ -1,0 +1,125 @@
+"""Ray backend with a real local Ray: same data as the local backend, worker death, clusters."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+from rlformer.config import TrainConfig, load_config
+from rlformer.rollout.collector import LocalCollector
+from rlformer.rollout.fragment import Fragment
+from rlformer.training import build_model
+
+ray = pytest.importorskip("ray")
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+FIELDS = ("obs", "actions", "log_probs", "values", "rewards", "terminated", "truncated",
+          "episode_start", "truncation_values", "last_value")
+
+
+def _cfg(*extra: str) -> TrainConfig:
+    return load_config(None, [
+        "env.id=CartPole-v1", "env.max_episode_steps=8", "rollout.backend=ray",
+        "rollout.num_workers=2", "rollout.envs_per_worker=2", "rollout.fragment_length=16",
+        "model.core.n_layers=1", "model.core.d_model=16", "model.core.n_heads=2",
+        "model.core.memory_length=8", "ppo.num_minibatches=2", "rollout.worker_cpus=0.25",
+        *extra,
+    ])
+
+
+def _assert_same(a: Fragment, b: Fragment) -> None:
+    for name in FIELDS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    if a.state.actor is not None:
+        assert torch.equal(a.state.actor.hidden, b.state.actor.hidden)
+    assert a.episode_returns == b.episode_returns
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.parametrize("torso", ["gtrxl", "mlp"])
+def test_ray_returns_exactly_the_local_data(local_ray: None, torso: str) -> None:
+    from rlformer.rollout.ray_collector import RayCollector
+
+    torch.manual_seed(0)
+    cfg = _cfg(f"model.torso={torso}")
+    model = build_model(cfg)
+    remote, local = RayCollector(cfg), LocalCollector(cfg)
+    try:
+        for version in range(3):
+            _assert_same(remote.collect(model.state_dict(), version),
+                         local.collect(model.state_dict(), version))
+        # Resume state travels through the actors too.
+        state = remote.get_state()
+        local.set_state(state)
+        _assert_same(remote.collect(model.state_dict(), 3), local.collect(model.state_dict(), 3))
+    finally:
+        remote.close()
+        local.close()
+    assert ray.is_initialized(), "a collector must not shut down a Ray it did not start"
+
+
+def test_killed_worker_is_replaced_and_batch_is_complete(local_ray: None) -> None:
+    from rlformer.rollout.ray_collector import RayCollector
+
+    torch.manual_seed(0)
+    cfg = _cfg("rollout.max_worker_restarts=1")
+    model = build_model(cfg)
+    collector = RayCollector(cfg)
+    try:
+        collector.collect(model.state_dict(), 0)
+        victim = collector.process_ids()[1]
+        os.kill(victim, signal.SIGKILL)
+        fragment = collector.collect(model.state_dict(), 1)
+        assert fragment.obs.shape == (16, 4, 4) and fragment.policy_version == 1
+        assert collector.restarts == 1
+        assert victim not in collector.process_ids()
+        # The replacement starts its envs afresh: its first observation opens an episode.
+        assert fragment.episode_start[0, 2:].all()
+        # Past the restart budget: a clear error, not a silent half batch.
+        os.kill(collector.process_ids()[0], signal.SIGKILL)
+        from rlformer.rollout.ray_collector import RolloutError
+
+        with pytest.raises(RolloutError, match="max_worker_restarts=1"):
+            collector.collect(model.state_dict(), 2)
+    finally:
+        collector.close()
+
+
+def test_two_node_cluster_places_workers_on_both_nodes() -> None:
+    from ray.cluster_utils import Cluster
+
+    from rlformer.rollout.ray_collector import RayCollector
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    try:
+        torch.manual_seed(0)
+        cfg = _cfg("rollout.worker_cpus=1", f"rollout.ray_address={cluster.address}")
+        model = build_model(cfg)
+        collector = RayCollector(cfg)
+        try:
+            nodes = collector.node_ids()
+            assert len(set(nodes)) == 2, "one worker per node: each needs a node's only CPU"
+            local = LocalCollector(cfg)
+            for version in range(2):
+                _assert_same(collector.collect(model.state_dict(), version),
+                             local.collect(model.state_dict(), version))
+            local.close()
+        finally:
+            collector.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
