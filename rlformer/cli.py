@@ -44,7 +44,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
 @app.command()
 def train(
     config: Annotated[
-        Path | None, typer.Argument(help="YAML config (see configs/); omit with --resume.")
+        Path | None, typer.Argument(help="YAML config (see configs/); omitted: all defaults. Not with --resume.")
     ] = None,
     set_: Annotated[
         list[str] | None,
@@ -59,8 +59,8 @@ def train(
     from rlformer.training import resume as resume_run
     from rlformer.training import train as train_run
 
-    if (config is None) == (resume is None):
-        fail("give either CONFIG (a new run) or --resume RUN_DIR (continue a run), not both/neither")
+    if config is not None and resume is not None:
+        fail("give either CONFIG (a new run) or --resume RUN_DIR (continue a run), not both")
     try:
         if resume is not None:
             result = resume_run(resume, set_ or [])

@@ -84,6 +84,8 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> TrainResult
     learner = PPOLearner(model, cfg.ppo, device, iterations, seed=cfg.run.seed)
     collector = make_collector(cfg)
     start_iteration = 0
+    recent_returns: list[float] = []
+    recent_successes: list[float] = []
     if resume_dir is not None:
         run_dir = Path(resume_dir)
         payload = load_checkpoint(run_dir)
@@ -92,6 +94,8 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> TrainResult
         collector.set_state(payload["collector"])
         torch.set_rng_state(payload["torch_rng"])
         start_iteration = payload["iteration"]
+        recent_returns = list(payload["recent_episodes"]["returns"])
+        recent_successes = list(payload["recent_episodes"]["successes"])
         logger = MetricsLogger(run_dir, resume_step=start_iteration * steps_per_iteration)
         _log_line(f"resuming {run_dir} at iteration {start_iteration}/{iterations}")
     else:
@@ -112,14 +116,13 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> TrainResult
                 "collector": collector.get_state(),
                 "torch_rng": torch.get_rng_state(),
                 "iteration": iteration,
+                "recent_episodes": {"returns": recent_returns, "successes": recent_successes},
             },
             keep=cfg.run.keep_checkpoints,
         )
 
     interactive = cfg.run.progress and sys.stderr.isatty()
     bar = tqdm(total=iterations, initial=start_iteration, unit="it", disable=not interactive)
-    recent_returns: list[float] = []
-    recent_successes: list[float] = []
     try:
         for iteration in range(start_iteration, iterations):
             started = time.perf_counter()

@@ -1,0 +1,129 @@
+"""The real CLI end to end: train, errors, kill + resume, evaluation in a fresh process."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+TINY = [
+    "--set", "env.id=rlformer/TMaze-v0", "--set", "env.kwargs.length=3",
+    "--set", "rollout.envs_per_worker=4", "--set", "rollout.fragment_length=16",
+    "--set", "model.core.n_layers=1", "--set", "model.core.d_model=16",
+    "--set", "model.core.n_heads=2", "--set", "model.core.d_ff=32",
+    "--set", "model.core.memory_length=8", "--set", "ppo.num_minibatches=2",
+    "--set", "ppo.update_epochs=2", "--set", "eval.episodes=4",
+]
+
+
+def rlformer(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "rlformer.cli", *args], cwd=cwd, capture_output=True, text=True,
+        timeout=600,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"rlformer {args} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def _run_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir())
+
+
+def _metrics_without_timing(run_dir: Path) -> list[dict[str, float]]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if not k.startswith("time/")} for row in rows]
+
+
+def _final_params(run_dir: Path) -> dict[str, torch.Tensor]:
+    from rlformer.runs import load_checkpoint
+
+    return load_checkpoint(run_dir)["model"]
+
+
+@pytest.mark.slow
+def test_train_writes_a_complete_run_directory(tmp_path: Path) -> None:
+    out = rlformer("train", "--set", f"run.root={tmp_path}", "--set", "ppo.total_steps=128", *TINY,
+                   cwd=tmp_path)
+    (run_dir,) = _run_dirs(tmp_path)
+    assert f"run directory: {run_dir}" in out.stdout
+    assert (run_dir / "config.yaml").is_file()
+    assert (run_dir / "checkpoints" / "latest").is_file()
+    assert any((run_dir / "tb").iterdir())
+    rows = _metrics_without_timing(run_dir)
+    assert [r["step"] for r in rows[:2]] == [64, 128]
+    assert "eval/return_mean" in rows[-1]
+    evaluation = json.loads((run_dir / "eval.json").read_text())
+    assert evaluation["episodes"] == 4 and 0.0 <= evaluation["success_rate"] <= 1.0
+
+    # Evaluate in a fresh process with nothing but the run directory (no config file at hand).
+    result = rlformer("eval", str(run_dir), "--episodes", "6", "--json", str(tmp_path / "e.json"),
+                      cwd=tmp_path)
+    assert "success rate" in result.stdout
+    assert json.loads((tmp_path / "e.json").read_text())["episodes"] == 6
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_identical_result(tmp_path: Path) -> None:
+    steps = ["--set", "ppo.total_steps=640", "--set", "run.checkpoint_every=2"]
+    straight_root, killed_root = tmp_path / "straight", tmp_path / "killed"
+    rlformer("train", "--set", f"run.root={straight_root}", *steps, *TINY, cwd=tmp_path)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlformer.cli", "train", "--set", f"run.root={killed_root}",
+         *steps, *TINY],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if killed_root.exists() and list(killed_root.glob("*/checkpoints/latest")):
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    (killed_dir,) = _run_dirs(killed_root)
+    rlformer("train", "--resume", str(killed_dir), cwd=tmp_path)
+
+    (straight_dir,) = _run_dirs(straight_root)
+    a, b = _final_params(straight_dir), _final_params(killed_dir)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert _metrics_without_timing(straight_dir) == _metrics_without_timing(killed_dir)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "ppo.lerning_rate=1"], "ppo.lerning_rate: unknown key"),
+        (["--set", "ppo.gamma=1.5"], "ppo.gamma: got 1.5; Input should be less than or equal to 1"),
+        (["--set", "env.id=CartPol-v1"], "unknown env id 'CartPol-v1'. Did you mean CartPole-v1"),
+    ],
+)
+def test_bad_input_exits_2_with_one_clear_line(tmp_path: Path, args: list[str], message: str) -> None:
+    result = rlformer("train", "--set", f"run.root={tmp_path}", *args, cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not any(tmp_path.iterdir()), "a rejected config must not create a run directory"
+
+
+def test_missing_config_and_checkpoint_errors(tmp_path: Path) -> None:
+    result = rlformer("train", str(tmp_path / "nope.yaml"), cwd=tmp_path, check=False)
+    assert result.returncode == 2 and "config file not found" in result.stderr
+    result = rlformer("eval", str(tmp_path), cwd=tmp_path, check=False)
+    assert result.returncode == 2 and "no checkpoint yet" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["train", "eval", "collect", "dataset", "config-doc"])
+def test_every_help_is_complete(tmp_path: Path, command: str) -> None:
+    result = rlformer(command, "--help", cwd=tmp_path)
+    assert "Usage" in result.stdout and len(result.stdout.splitlines()) > 3
