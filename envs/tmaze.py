@@ -23,8 +23,11 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
       first entries set to 1) is shown only on the first step of the episode; afterwards the
       corridor looks the same everywhere (all zeros) until the junction (``at_junction = 1``).
       With ``show_position=True`` a fourth entry gives ``position / length`` (still no cue).
-    * Actions ``Discrete(3)``: 0 forward, 1 turn up, 2 turn down. Turning inside the corridor does
-      not move the agent and costs ``turn_penalty``; forward at the junction does nothing.
+    * Actions ``Discrete(3)``: 0 forward, 1 turn up, 2 turn down. In the default *passive*
+      corridor every action moves the agent one cell forward, so only memory is tested (no
+      exploration problem, as in Ni et al.'s passive T-Maze). With ``passive=False`` only
+      "forward" moves; a turn inside the corridor does not move the agent and costs
+      ``turn_penalty``. Forward at the junction does nothing.
     * Reward: ``+1`` for turning at the junction towards the cue, ``0`` for the other side; the
       episode terminates on either turn. ``info["is_success"]`` is True iff the turn was right.
     * Time limit: ``length + 1 + slack`` steps (truncated, not a success).
@@ -40,6 +43,7 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         slack: int | None = None,
         turn_penalty: float = 0.0,
         show_position: bool = False,
+        passive: bool = True,
     ) -> None:
         if length < 1:
             raise ValueError(f"TMaze length must be >= 1, got {length}")
@@ -47,6 +51,7 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         self.slack = int(slack) if slack is not None else max(10, self.length // 2)
         self.turn_penalty = float(turn_penalty)
         self.show_position = show_position
+        self.passive = passive
         size = 4 if show_position else 3
         self.observation_space = spaces.Box(0.0, 1.0, shape=(size,), dtype=np.float32)
         self.action_space = spaces.Discrete(3)
@@ -81,7 +86,7 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         self._steps += 1
         reward, terminated, info = 0.0, False, {}
         if self._position < self.length:
-            if action == FORWARD:
+            if action == FORWARD or self.passive:
                 self._position += 1
             else:
                 reward = -self.turn_penalty

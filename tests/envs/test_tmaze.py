@@ -55,8 +55,10 @@ def test_cue_is_visible_only_at_the_first_step() -> None:
     assert obs[2] == 1
 
 
-def _memoryless_success(policy: dict[tuple[float, ...], int], length: int, episodes: int) -> float:
-    env = TMazeEnv(length=length)
+def _memoryless_success(
+    policy: dict[tuple[float, ...], int], length: int, episodes: int, passive: bool
+) -> float:
+    env = TMazeEnv(length=length, passive=passive)
     wins = 0
     for seed in range(episodes):
         obs, _ = env.reset(seed=seed)
@@ -68,17 +70,31 @@ def _memoryless_success(policy: dict[tuple[float, ...], int], length: int, episo
     return wins / episodes
 
 
-def test_no_memoryless_policy_beats_chance() -> None:
+@pytest.mark.parametrize("passive", [True, False])
+def test_no_memoryless_policy_beats_chance(passive: bool) -> None:
     """Enumerate every deterministic map from the 4 possible observations to the 3 actions."""
     observations = [(1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 1.0)]
     episodes = 400
     rates = []
     for actions in itertools.product(range(3), repeat=len(observations)):
-        rate = _memoryless_success(dict(zip(observations, actions, strict=True)), 3, episodes)
+        rate = _memoryless_success(
+            dict(zip(observations, actions, strict=True)), 3, episodes, passive
+        )
         rates.append(rate)
     # 3 standard deviations of a binomial(400, 0.5) is 0.075.
     assert max(rates) <= 0.5 + 0.075
     assert max(rates) >= 0.5 - 0.075  # walking forward and turning blindly is at chance
+
+
+def test_corridor_modes() -> None:
+    passive, active = TMazeEnv(length=3), TMazeEnv(length=3, passive=False, turn_penalty=0.1)
+    passive.reset(seed=0)
+    active.reset(seed=0)
+    for _ in range(3):
+        obs_p, r_p, *_ = passive.step(UP)
+        obs_a, r_a, *_ = active.step(UP)
+    assert obs_p[2] == 1 and r_p == 0.0  # passive: any action walks the corridor
+    assert obs_a[2] == 0 and r_a == pytest.approx(-0.1)  # active: turning wastes a step
 
 
 def test_wrong_turn_and_timeout() -> None:
