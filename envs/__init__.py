@@ -12,7 +12,6 @@ Without an import, Gymnasium's ``module:id`` form works too:
 from __future__ import annotations
 
 import gymnasium as gym
-
 from rlformer_envs.repeat_previous import RepeatPreviousEnv
 from rlformer_envs.tmaze import TMazeEnv
 from rlformer_envs.wrappers import HideObservationEntries
@@ -21,7 +20,9 @@ __all__ = ["HideObservationEntries", "RepeatPreviousEnv", "TMazeEnv", "register_
 
 _SPECS = {
     "rlformer/TMaze-v0": {"entry_point": "rlformer_envs.tmaze:TMazeEnv"},
-    "rlformer/RepeatPrevious-v0": {"entry_point": "rlformer_envs.repeat_previous:RepeatPreviousEnv"},
+    "rlformer/RepeatPrevious-v0": {
+        "entry_point": "rlformer_envs.repeat_previous:RepeatPreviousEnv"
+    },
     "rlformer/CartPoleNoVel-v0": {
         "entry_point": "rlformer_envs.wrappers:cartpole_no_velocity",
         "max_episode_steps": 500,

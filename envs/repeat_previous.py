@@ -19,7 +19,8 @@ class RepeatPreviousEnv(gym.Env[np.ndarray, np.int64]):
       nothing to repeat yet and are not scored (reward 0).
     * Episode: exactly ``episode_length`` actions, then terminated. ``info["accuracy"]`` is the
       fraction of scored answers that were right and ``info["is_success"]`` whether all were.
-    * Optimum: return ``episode_length - k``. Chance / memoryless: ``1 / n_symbols`` per scored step.
+    * Optimum: return ``episode_length - k``. Chance / memoryless: ``1 / n_symbols``
+      per scored step.
     """
 
     metadata = {"render_modes": []}

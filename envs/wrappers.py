@@ -20,7 +20,9 @@ class HideObservationEntries(gym.ObservationWrapper):
             raise TypeError(f"HideObservationEntries needs a 1-D Box observation, got {box}")
         self.keep = np.asarray(keep, dtype=np.int64)
         self.observation_space = spaces.Box(
-            box.low[self.keep], box.high[self.keep], dtype=box.dtype  # type: ignore[arg-type]
+            box.low[self.keep],
+            box.high[self.keep],
+            dtype=box.dtype,  # type: ignore[arg-type]
         )
 
     def observation(self, observation: np.ndarray) -> np.ndarray:

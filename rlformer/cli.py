@@ -44,14 +44,20 @@ def _user_errors() -> tuple[type[Exception], ...]:
 @app.command()
 def train(
     config: Annotated[
-        Path | None, typer.Argument(help="YAML config (see configs/); omitted: all defaults. Not with --resume.")
+        Path | None,
+        typer.Argument(
+            help="YAML config (see configs/); omitted: all defaults. Not with --resume."
+        ),
     ] = None,
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="Override a config field: --set ppo.learning_rate=1e-3 (repeatable)."),
+        typer.Option(
+            "--set", help="Override a config field: --set ppo.learning_rate=1e-3 (repeatable)."
+        ),
     ] = None,
     resume: Annotated[
-        Path | None, typer.Option(help="Continue the run in this directory from its latest checkpoint.")
+        Path | None,
+        typer.Option(help="Continue the run in this directory from its latest checkpoint."),
     ] = None,
 ) -> None:
     """Train an agent from a YAML config; writes a run directory with metrics and checkpoints."""
@@ -75,13 +81,23 @@ def train(
 
 @app.command("eval")
 def evaluate(
-    checkpoint: Annotated[Path, typer.Argument(help="Run directory (latest checkpoint) or checkpoint file.")],
-    env: Annotated[str | None, typer.Option(help="Env id to evaluate on (default: the training env).")] = None,
+    checkpoint: Annotated[
+        Path, typer.Argument(help="Run directory (latest checkpoint) or checkpoint file.")
+    ],
+    env: Annotated[
+        str | None, typer.Option(help="Env id to evaluate on (default: the training env).")
+    ] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Episodes per seed.")] = 20,
-    seeds: Annotated[int, typer.Option(min=1, help="Independent seeds (seed s uses envs seeded 1000*s+i).")] = 1,
+    seeds: Annotated[
+        int, typer.Option(min=1, help="Independent seeds (seed s uses envs seeded 1000*s+i).")
+    ] = 1,
     num_envs: Annotated[int, typer.Option(min=1, help="Vector envs stepped together.")] = 8,
-    stochastic: Annotated[bool, typer.Option(help="Sample actions instead of taking the mode.")] = False,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON here.")] = None,
+    stochastic: Annotated[
+        bool, typer.Option(help="Sample actions instead of taking the mode.")
+    ] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the results as JSON here.")
+    ] = None,
 ) -> None:
     """Evaluate a trained agent for N episodes x S seeds and print return / success statistics."""
     from rlformer.evaluation.runner import EpisodeResults, run_episodes
@@ -92,7 +108,9 @@ def evaluate(
         env_cfg = cfg.env if env is None else cfg.env.model_copy(update={"id": env, "kwargs": {}})
         results = EpisodeResults()
         for seed in range(seeds):
-            part = run_episodes(model, env_cfg, episodes, num_envs, not stochastic, seed=1000 * seed)
+            part = run_episodes(
+                model, env_cfg, episodes, num_envs, not stochastic, seed=1000 * seed
+            )
             results.returns += part.returns
             results.lengths += part.lengths
             results.successes += part.successes
@@ -108,16 +126,26 @@ def collect(
     policy: Annotated[str, typer.Option(help="random | RUN_DIR | sb3:PATH.zip")] = "random",
     env: Annotated[str, typer.Option(help="Gymnasium env id.")] = "CartPole-v1",
     steps: Annotated[int, typer.Option(min=1, help="Transitions to record.")] = 10_000,
-    out: Annotated[Path, typer.Option(help="Output HDF5 file (D4RL layout).")] = Path("dataset.hdf5"),
+    out: Annotated[Path, typer.Option(help="Output HDF5 file (D4RL layout).")] = Path(
+        "dataset.hdf5"
+    ),
 ) -> None:
     """Record an offline dataset from a policy (D4RL HDF5 layout). Not available yet."""
-    fail("`rlformer collect` is not available yet in this version (offline data support is in progress)")
+    fail(
+        "`rlformer collect` is not available yet in this version "
+        "(offline data support is in progress)"
+    )
 
 
 @dataset_app.command("info")
-def dataset_info(path: Annotated[str, typer.Argument(help="d4rl:FILE, minari:ID or an rlformer file.")]) -> None:
+def dataset_info(
+    path: Annotated[str, typer.Argument(help="d4rl:FILE, minari:ID or an rlformer file.")],
+) -> None:
     """Print episodes, transitions and return statistics of a dataset. Not available yet."""
-    fail("`rlformer dataset info` is not available yet in this version (offline data support is in progress)")
+    fail(
+        "`rlformer dataset info` is not available yet in this version "
+        "(offline data support is in progress)"
+    )
 
 
 @app.command("config-doc")

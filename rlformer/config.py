@@ -36,7 +36,9 @@ class StrictModel(BaseModel):
 class EnvConfig(StrictModel):
     """Which Gymnasium task to run."""
 
-    id: str = Field("CartPole-v1", description="Gymnasium env id, e.g. CartPole-v1, rlformer/TMaze-v0.")
+    id: str = Field(
+        "CartPole-v1", description="Gymnasium env id, e.g. CartPole-v1, rlformer/TMaze-v0."
+    )
     kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments passed to gymnasium.make."
     )
@@ -51,22 +53,33 @@ class RolloutConfig(StrictModel):
     backend: Literal["local", "ray"] = Field(
         "local", description="local: vector envs in this process; ray: one Ray actor per worker."
     )
-    num_workers: int = Field(1, ge=1, description="Rollout workers (Ray actors, or in-process groups).")
-    envs_per_worker: int = Field(8, ge=1, description="Environments stepped together by each worker.")
+    num_workers: int = Field(
+        1, ge=1, description="Rollout workers (Ray actors, or in-process groups)."
+    )
+    envs_per_worker: int = Field(
+        8, ge=1, description="Environments stepped together by each worker."
+    )
     fragment_length: int = Field(
         128, ge=1, description="Steps per env slot in one fragment; also the PPO training sequence."
     )
     ray_address: str | None = Field(
-        None, description="null starts an embedded local Ray; 'auto' or 'host:port' joins a cluster."
+        None,
+        description="null starts an embedded local Ray; 'auto' or 'host:port' joins a cluster.",
     )
     worker_cpus: float = Field(
-        0.5, gt=0, description="CPUs reserved per Ray actor (fractional so small machines never stall)."
+        0.5,
+        gt=0,
+        description="CPUs reserved per Ray actor (fractional so small machines never stall).",
     )
     max_worker_restarts: int = Field(
-        3, ge=0, description="Dead Ray workers replaced per run before training stops with an error."
+        3,
+        ge=0,
+        description="Dead Ray workers replaced per run before training stops with an error.",
     )
     sample_timeout_s: float = Field(
-        300.0, gt=0, description="Seconds to wait for one fragment before treating its worker as dead."
+        300.0,
+        gt=0,
+        description="Seconds to wait for one fragment before treating its worker as dead.",
     )
 
 
@@ -100,10 +113,14 @@ class PPOConfig(StrictModel):
     vf_coef: float = Field(0.5, ge=0, description="Value loss weight.")
     max_grad_norm: float = Field(0.5, gt=0, description="Global gradient-norm clip.")
     update_epochs: int = Field(4, ge=1, description="Passes over each batch.")
-    num_minibatches: int = Field(4, ge=1, description="Minibatches per epoch (split over env slots).")
+    num_minibatches: int = Field(
+        4, ge=1, description="Minibatches per epoch (split over env slots)."
+    )
     norm_adv: bool = Field(True, description="Normalise advantages per minibatch.")
     target_kl: float | None = Field(
-        None, gt=0, description="Stop the epoch loop early when approx KL exceeds this (null: never)."
+        None,
+        gt=0,
+        description="Stop the epoch loop early when approx KL exceeds this (null: never).",
     )
 
 
@@ -136,7 +153,9 @@ class TrainConfig(StrictModel):
     algo: Literal["ppo"] = Field("ppo", description="Learning algorithm.")
     run: RunConfig = Field(default_factory=RunConfig, description="Run directory, seed, device.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment.")
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Experience collection.")
+    rollout: RolloutConfig = Field(
+        default_factory=RolloutConfig, description="Experience collection."
+    )
     model: ModelConfig = Field(default_factory=ModelConfig, description="Network.")
     ppo: PPOConfig = Field(default_factory=PPOConfig, description="PPO learner.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Final evaluation.")
@@ -154,14 +173,18 @@ class TrainConfig(StrictModel):
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
-    """Split ``a.b=value`` into a key path and a YAML-typed value (``1`` -> int, ``null`` -> None)."""
+    """Split ``a.b=value`` into a key path and a YAML-typed value (``null`` -> None)."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
-        raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set ppo.learning_rate=1e-3")
+        raise ConfigError(
+            f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set ppo.learning_rate=1e-3"
+        )
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as err:
-        raise ConfigError(f"--set {item!r}: value is not valid YAML ({err.__class__.__name__})") from err
+        raise ConfigError(
+            f"--set {item!r}: value is not valid YAML ({err.__class__.__name__})"
+        ) from err
     return key.strip().split("."), value
 
 
@@ -187,7 +210,9 @@ def format_validation_error(err: ValidationError) -> str:
         path = ".".join(str(p) for p in problem["loc"]) or "<top level>"
         message = problem["msg"]
         if problem["type"] == "extra_forbidden":
-            lines.append(f"{path}: unknown key (check spelling; `rlformer config-doc` lists all keys)")
+            lines.append(
+                f"{path}: unknown key (check spelling; `rlformer config-doc` lists all keys)"
+            )
             continue
         if message.startswith("Value error, "):
             message = message[len("Value error, ") :]
@@ -209,7 +234,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping of sections, got {type(data).__name__}")
+        raise ConfigError(
+            f"{path}: top level must be a mapping of sections, got {type(data).__name__}"
+        )
     return data
 
 
@@ -232,7 +259,9 @@ def dump_config(cfg: TrainConfig) -> str:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
 
 
-def describe_fields(model: type[BaseModel] = TrainConfig, prefix: str = "") -> list[tuple[str, str, str]]:
+def describe_fields(
+    model: type[BaseModel] = TrainConfig, prefix: str = ""
+) -> list[tuple[str, str, str]]:
     """Every leaf key as ``(path, default, description)``, for ``rlformer config-doc``."""
     rows: list[tuple[str, str, str]] = []
     for name, field in model.model_fields.items():

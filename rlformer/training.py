@@ -53,14 +53,18 @@ def build_model(cfg: TrainConfig) -> ActorCritic:
         env.close()
 
 
-def load_agent(path: str | Path, device: str = "cpu") -> tuple[ActorCritic, TrainConfig, dict[str, Any]]:
+def load_agent(
+    path: str | Path, device: str = "cpu"
+) -> tuple[ActorCritic, TrainConfig, dict[str, Any]]:
     """Model, config and checkpoint payload from a checkpoint file or run directory.
 
     Needs nothing but the checkpoint: the resolved config travels inside it.
     """
     payload = load_checkpoint(path)
     cfg = TrainConfig.model_validate(payload["config"])
-    model = ActorCritic(payload["spec"]["observation_space"], payload["spec"]["action_space"], cfg.model)
+    model = ActorCritic(
+        payload["spec"]["observation_space"], payload["spec"]["action_space"], cfg.model
+    )
     model.load_state_dict(payload["model"])
     return model.to(device), cfg, payload
 
@@ -106,7 +110,8 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> TrainResult
 
     def checkpoint(iteration: int) -> None:
         save_checkpoint(
-            run_dir, iteration * steps_per_iteration,
+            run_dir,
+            iteration * steps_per_iteration,
             {
                 "kind": "ppo",
                 "config": cfg.model_dump(mode="json"),
@@ -133,8 +138,11 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> TrainResult
             recent_returns = (recent_returns + fragment.episode_returns)[-100:]
             recent_successes = (recent_successes + fragment.episode_successes)[-100:]
             elapsed = time.perf_counter() - started
-            metrics |= {"time/collect_s": collect_s, "time/iteration_s": elapsed,
-                        "time/env_steps_per_s": steps_per_iteration / elapsed}
+            metrics |= {
+                "time/collect_s": collect_s,
+                "time/iteration_s": elapsed,
+                "time/env_steps_per_s": steps_per_iteration / elapsed,
+            }
             if recent_returns:
                 metrics["rollout/return_mean"] = float(np.mean(recent_returns))
             if recent_successes:
@@ -148,8 +156,10 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> TrainResult
             done = iteration + 1 == iterations
             if (iteration + 1) % cfg.run.checkpoint_every == 0 or done:
                 checkpoint(iteration + 1)
-            if not interactive and cfg.run.progress and (
-                done or (iteration + 1) % max(1, iterations // 10) == 0
+            if (
+                not interactive
+                and cfg.run.progress
+                and (done or (iteration + 1) % max(1, iterations // 10) == 0)
             ):
                 _log_line(f"iteration {iteration + 1}/{iterations} steps {env_steps} {summary}")
     finally:
@@ -159,11 +169,17 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> TrainResult
     evaluation = None
     if cfg.eval.episodes > 0:
         results = run_episodes(
-            model.cpu(), cfg.env, cfg.eval.episodes, cfg.eval.num_envs,
-            deterministic=cfg.eval.deterministic, seed=cfg.run.seed + 1_000_000,
+            model.cpu(),
+            cfg.env,
+            cfg.eval.episodes,
+            cfg.eval.num_envs,
+            deterministic=cfg.eval.deterministic,
+            seed=cfg.run.seed + 1_000_000,
         )
         evaluation = results.summary()
-        logger.log(iterations * steps_per_iteration, {f"eval/{k}": v for k, v in evaluation.items()})
+        logger.log(
+            iterations * steps_per_iteration, {f"eval/{k}": v for k, v in evaluation.items()}
+        )
         (run_dir / "eval.json").write_text(json.dumps(evaluation, indent=2))
         _log_line(format_evaluation(results))
     logger.close()

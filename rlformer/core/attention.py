@@ -45,7 +45,9 @@ class MemoryAttention(nn.Module):
         batch, length, _ = x.shape
         return x.view(batch, length, self.n_heads, self.d_head).transpose(1, 2)  # [B, H, L, h]
 
-    def forward(self, x: torch.Tensor, context: torch.Tensor, layout: AttentionLayout) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, context: torch.Tensor, layout: AttentionLayout
+    ) -> torch.Tensor:
         """``x [B, T, d]`` queries, ``context [B, M+T, d]`` keys/values -> ``[B, T, d]``."""
         batch, seg_len, width = x.shape
         ctx_len = context.shape[1]

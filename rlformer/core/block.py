@@ -35,14 +35,16 @@ class MemoryBlock(nn.Module):
             self.gate_attn = make_gate(cfg.gate, cfg.d_model, cfg.gate_bias)
             self.gate_mlp = make_gate(cfg.gate, cfg.d_model, cfg.gate_bias)
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, layout: AttentionLayout) -> torch.Tensor:
-        """``x [B, T, d]``, ``memory [B, M, d]`` (states that entered this block) -> ``[B, T, d]``."""
+    def forward(
+        self, x: torch.Tensor, memory: torch.Tensor, layout: AttentionLayout
+    ) -> torch.Tensor:
+        """``x [B, T, d]``, ``memory [B, M, d]`` (what entered this block) -> ``[B, T, d]``."""
         if self.kind == "post_ln":
             context = torch.cat([memory, x], dim=1)
             h = self.norm_attn(x + self.drop(self.attention(x, context, layout)))
             return self.norm_mlp(h + self.drop(self.mlp(h)))
         normed = self.norm_attn(torch.cat([memory, x], dim=1))  # LN on [mem ; x], per token
-        attended = self.drop(self.attention(normed[:, memory.shape[1]:], normed, layout))
+        attended = self.drop(self.attention(normed[:, memory.shape[1] :], normed, layout))
         if self.kind == "trxl_i":
             h = x + attended
             return h + self.drop(self.mlp(self.norm_mlp(h)))

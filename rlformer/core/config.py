@@ -20,9 +20,13 @@ class CoreConfig(BaseModel):
     d_model: int = Field(64, ge=1, description="Width of tokens and memory.")
     n_heads: int = Field(4, ge=1, description="Attention heads (must divide d_model).")
     d_ff: int = Field(256, ge=1, description="Hidden width of each block's MLP.")
-    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on attention and sub-layer outputs.")
+    dropout: float = Field(
+        0.0, ge=0.0, lt=1.0, description="Dropout on attention and sub-layer outputs."
+    )
     memory_length: int = Field(
-        64, ge=1, description="M: each token attends to itself and at most M previous tokens per layer."
+        64,
+        ge=1,
+        description="M: each token attends to itself and at most M previous tokens per layer.",
     )
     positional: PositionalScheme = Field(
         "relative",
@@ -31,8 +35,12 @@ class CoreConfig(BaseModel):
     block: BlockType = Field(
         "gtrxl", description="gtrxl (gated, identity-map reordered), trxl_i (pre-LN) or post_ln."
     )
-    gate: GateType = Field("gru", description="GTrXL gate: gru, input, output, highway, sigmoid_tanh.")
-    gate_bias: float = Field(2.0, description="b_g: larger values start gated blocks nearer the identity.")
+    gate: GateType = Field(
+        "gru", description="GTrXL gate: gru, input, output, highway, sigmoid_tanh."
+    )
+    gate_bias: float = Field(
+        2.0, description="b_g: larger values start gated blocks nearer the identity."
+    )
     compile: bool = Field(False, description="Wrap the forward pass in torch.compile.")
 
     @model_validator(mode="after")

@@ -17,7 +17,9 @@ def resolve_device(name: Literal["auto", "cpu", "cuda"] | str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' requested but torch sees no CUDA GPU; use device: auto or cpu")
+        raise ValueError(
+            "device 'cuda' requested but torch sees no CUDA GPU; use device: auto or cpu"
+        )
     if name not in ("cpu", "cuda"):
         raise ValueError(f"unknown device {name!r}; use auto, cpu or cuda")
     return torch.device(name)

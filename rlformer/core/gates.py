@@ -1,4 +1,6 @@
-"""GTrXL gating layers g(x, y): x is the skip stream, y the sub-layer output (Parisotto et al. 2019).
+"""GTrXL gating layers g(x, y): x is the skip stream, y the sub-layer output.
+
+From Parisotto et al. 2019, "Stabilizing Transformers for Reinforcement Learning".
 
 All gates map ``[..., d] x [..., d] -> [..., d]``. ``gate_bias`` (b_g) is initialised so the gated
 block starts near the identity, which is what lets GTrXL learn reactive behaviour first.
@@ -83,8 +85,11 @@ class SigmoidTanhGate(nn.Module):
 
 
 GATES: dict[str, type[nn.Module]] = {
-    "gru": GRUGate, "input": InputGate, "output": OutputGate,
-    "highway": HighwayGate, "sigmoid_tanh": SigmoidTanhGate,
+    "gru": GRUGate,
+    "input": InputGate,
+    "output": OutputGate,
+    "highway": HighwayGate,
+    "sigmoid_tanh": SigmoidTanhGate,
 }
 
 

@@ -75,7 +75,9 @@ def build_layout(
     )  # [B, T, S]
     # A padded query sees itself only (keeps softmax finite; its output is discarded).
     self_key = torch.eye(seg_len, dtype=torch.bool, device=device)
-    self_key = torch.cat([torch.zeros(seg_len, mem_len, dtype=torch.bool, device=device), self_key], 1)
+    self_key = torch.cat(
+        [torch.zeros(seg_len, mem_len, dtype=torch.bool, device=device), self_key], 1
+    )
     visible = torch.where(padded[:, :, None], self_key[None], visible)
 
     # Memory after the segment: the last M of [memory ; segment], valid if it belongs to the

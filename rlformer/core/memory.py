@@ -20,8 +20,12 @@ class Memory(NamedTuple):
 
     @staticmethod
     def empty(
-        n_layers: int, batch: int, length: int, width: int,
-        device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
+        n_layers: int,
+        batch: int,
+        length: int,
+        width: int,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
     ) -> Memory:
         return Memory(
             torch.zeros(n_layers, batch, length, width, device=device, dtype=dtype),

@@ -19,9 +19,11 @@ import torch
 
 
 def sinusoid_table(num_positions: int, width: int) -> torch.Tensor:
-    """``[num_positions, width]`` table: sin in the first half, cos in the second (Vaswani et al.)."""
+    """``[num_positions, width]`` table: sin in the first half, cos in the second half."""
     positions = torch.arange(num_positions, dtype=torch.float32)[:, None]
-    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, width, 2, dtype=torch.float32) / width)
+    inv_freq = torch.exp(
+        -math.log(10000.0) * torch.arange(0, width, 2, dtype=torch.float32) / width
+    )
     angles = positions * inv_freq[None, :]  # [P, ceil(width/2)]
     table = torch.cat([angles.sin(), angles.cos()], dim=-1)
     return table[:, :width]
@@ -29,7 +31,13 @@ def sinusoid_table(num_positions: int, width: int) -> torch.Tensor:
 
 def rotary_angles(positions: torch.Tensor, head_width: int) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin ``[P, head_width/2]`` of the rotation angles for integer ``positions``."""
-    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, head_width, 2, dtype=torch.float32, device=positions.device) / head_width))
+    inv_freq = 1.0 / (
+        10000.0
+        ** (
+            torch.arange(0, head_width, 2, dtype=torch.float32, device=positions.device)
+            / head_width
+        )
+    )
     angles = positions.float()[:, None] * inv_freq[None, :]
     return angles.cos(), angles.sin()
 

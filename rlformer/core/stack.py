@@ -48,7 +48,9 @@ class MemoryCore(nn.Module):
         self.blocks = nn.ModuleList(MemoryBlock(cfg) for _ in range(cfg.n_layers))
         # Pre-LN stacks leave the residual stream un-normalised; normalise once at the top.
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.block != "post_ln" else nn.Identity()
-        self._forward = torch.compile(self._forward_impl, dynamic=True) if cfg.compile else self._forward_impl
+        self._forward = (
+            torch.compile(self._forward_impl, dynamic=True) if cfg.compile else self._forward_impl
+        )
 
     def initial_memory(self, batch_size: int, device: torch.device | str | None = None) -> Memory:
         """Empty memory (all slots invalid) for ``batch_size`` rows."""
@@ -78,7 +80,10 @@ class MemoryCore(nn.Module):
         return self._forward(x, memory, episode_start, padding_mask)
 
     def step(
-        self, x: torch.Tensor, memory: Memory | None = None, episode_start: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        memory: Memory | None = None,
+        episode_start: torch.Tensor | None = None,
     ) -> CoreOutput:
         """Advance one token per row: ``x [B, d]``, ``episode_start [B]`` -> output ``[B, d]``."""
         starts = None if episode_start is None else episode_start.reshape(-1, 1)
@@ -99,7 +104,9 @@ class MemoryCore(nn.Module):
         with autocast_context(x.device):
             for layer, block in enumerate(self.blocks):
                 layer_memory = memory.hidden[layer].detach().to(h.dtype)  # [B, M, d]
-                new_hidden.append(torch.cat([layer_memory, h], dim=1)[:, -mem_len:].detach().float())
+                new_hidden.append(
+                    torch.cat([layer_memory, h], dim=1)[:, -mem_len:].detach().float()
+                )
                 h = block(h, layer_memory, layout)
             h = self.final_norm(h)
         output = h.float().masked_fill(layout.padded[..., None], 0.0)

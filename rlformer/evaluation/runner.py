@@ -66,8 +66,11 @@ def run_episodes(
     results = EpisodeResults()
     while active.any():
         out = model.act(
-            torch.as_tensor(obs, device=device), state, torch.as_tensor(episode_start, device=device),
-            deterministic=deterministic, generator=generator if str(device) == "cpu" else None,
+            torch.as_tensor(obs, device=device),
+            state,
+            torch.as_tensor(episode_start, device=device),
+            deterministic=deterministic,
+            generator=generator if str(device) == "cpu" else None,
         )
         obs, reward, term, trunc, info = envs.step(model.env_action(out.action))
         running += reward
@@ -77,7 +80,10 @@ def run_episodes(
         for slot in np.flatnonzero(done & active):
             results.returns.append(float(running[slot]))
             results.lengths.append(int(lengths[slot]))
-            if "is_success" in final_info and final_info.get("_is_success", np.ones(num_envs, bool))[slot]:
+            if (
+                "is_success" in final_info
+                and final_info.get("_is_success", np.ones(num_envs, bool))[slot]
+            ):
                 results.successes.append(float(final_info["is_success"][slot]))
             if started < episodes:
                 started += 1

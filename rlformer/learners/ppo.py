@@ -45,8 +45,14 @@ class SequenceBatch(NamedTuple):
 def make_sequence_batch(fragment: Fragment, cfg: PPOConfig, device: torch.device) -> SequenceBatch:
     """GAE on the time-major fragment, then transpose to env-major tensors."""
     advantages, returns = compute_gae(
-        fragment.rewards, fragment.values, fragment.terminated, fragment.truncated,
-        fragment.truncation_values, fragment.last_value, cfg.gamma, cfg.gae_lambda,
+        fragment.rewards,
+        fragment.values,
+        fragment.terminated,
+        fragment.truncated,
+        fragment.truncation_values,
+        fragment.last_value,
+        cfg.gamma,
+        cfg.gae_lambda,
     )
 
     def env_major(array: np.ndarray) -> torch.Tensor:
@@ -78,7 +84,9 @@ def ppo_loss(
     ).mean()
     value_error = (out.value - batch.returns).pow(2)
     if cfg.clip_value:
-        clipped = batch.old_values + (out.value - batch.old_values).clamp(-cfg.clip_coef, cfg.clip_coef)
+        clipped = batch.old_values + (out.value - batch.old_values).clamp(
+            -cfg.clip_coef, cfg.clip_coef
+        )
         value_error = torch.max(value_error, (clipped - batch.returns).pow(2))
     value_loss = 0.5 * value_error.mean()
     entropy = out.entropy.mean()
@@ -89,9 +97,12 @@ def ppo_loss(
         clip_fraction = ((ratio - 1).abs() > cfg.clip_coef).float().mean()
         max_ratio_error = (ratio - 1).abs().max()
     metrics = {
-        "loss/policy": policy_loss.detach(), "loss/value": value_loss.detach(),
-        "loss/entropy": entropy.detach(), "ppo/approx_kl": approx_kl,
-        "ppo/clip_fraction": clip_fraction, "ppo/max_ratio_error": max_ratio_error,
+        "loss/policy": policy_loss.detach(),
+        "loss/value": value_loss.detach(),
+        "loss/entropy": entropy.detach(),
+        "ppo/approx_kl": approx_kl,
+        "ppo/clip_fraction": clip_fraction,
+        "ppo/max_ratio_error": max_ratio_error,
     }
     return loss, metrics
 
@@ -100,7 +111,11 @@ class PPOLearner:
     """Owns the optimiser; ``update(fragment) -> metrics``."""
 
     def __init__(
-        self, model: ActorCritic, cfg: PPOConfig, device: torch.device, total_iterations: int,
+        self,
+        model: ActorCritic,
+        cfg: PPOConfig,
+        device: torch.device,
+        total_iterations: int,
         seed: int = 0,
     ) -> None:
         self.model = model.to(device)
@@ -136,7 +151,9 @@ class PPOLearner:
                 loss, metrics = ppo_loss(out, mb, self.cfg)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+                grad_norm = nn.utils.clip_grad_norm_(
+                    self.model.parameters(), self.cfg.max_grad_norm
+                )
                 self.optimizer.step()
                 if epoch == 0 and count == 0:
                     # Before any gradient step the ratio must be exactly 1 (memory alignment check).
@@ -144,7 +161,10 @@ class PPOLearner:
                 for key, value in {**metrics, "grad_norm": grad_norm}.items():
                     sums[key] = sums.get(key, 0.0) + float(value)
                 count += 1
-                if self.cfg.target_kl is not None and float(metrics["ppo/approx_kl"]) > self.cfg.target_kl:
+                if (
+                    self.cfg.target_kl is not None
+                    and float(metrics["ppo/approx_kl"]) > self.cfg.target_kl
+                ):
                     stop = True
                     break
             if stop:

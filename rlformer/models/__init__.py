@@ -1,1 +1,1 @@
-"""Networks built on the attention core: the GTrXL actor-critic (and later the Decision Transformer)."""
+"""Networks built on the attention core: the GTrXL actor-critic and the Decision Transformer."""

@@ -43,7 +43,9 @@ class AgentState:
 
     def index(self, rows: torch.Tensor | slice) -> AgentState:
         """The state of a subset of batch rows."""
-        return AgentState(*(None if m is None else m.index(rows) for m in (self.actor, self.critic)))
+        return AgentState(
+            *(None if m is None else m.index(rows) for m in (self.actor, self.critic))
+        )
 
     def to(self, device: torch.device | str) -> AgentState:
         return AgentState(*(None if m is None else m.to(device) for m in (self.actor, self.critic)))
@@ -132,7 +134,11 @@ class ActorCritic(nn.Module):
 
     # ----------------------------------------------------------------- state
     def initial_state(self, batch_size: int, device: torch.device | str = "cpu") -> AgentState:
-        critic = None if self.critic_torso is None else self.critic_torso.initial_state(batch_size, device)
+        critic = (
+            None
+            if self.critic_torso is None
+            else self.critic_torso.initial_state(batch_size, device)
+        )
         return AgentState(self.actor_torso.initial_state(batch_size, device), critic)
 
     # ----------------------------------------------------------------- heads
@@ -212,7 +218,9 @@ class ActorCritic(nn.Module):
         if self.continuous:
             space = self.action_space
             assert isinstance(space, gym.spaces.Box)
-            return np.clip(array, space.low, space.high).reshape(-1, *space.shape).astype(space.dtype)
+            return (
+                np.clip(array, space.low, space.high).reshape(-1, *space.shape).astype(space.dtype)
+            )
         return array.astype(np.int64)
 
     def spec(self) -> dict[str, Any]:

@@ -62,7 +62,9 @@ class DecisionTransformer(nn.Module):
         self.embed_return = nn.Linear(1, d)
         self.embed_state = nn.Linear(state_dim, d)
         # Discrete actions arrive as indices and are embedded by lookup (= linear on one-hot).
-        self.embed_action: nn.Module = nn.Embedding(act_dim, d) if discrete else nn.Linear(act_dim, d)
+        self.embed_action: nn.Module = (
+            nn.Embedding(act_dim, d) if discrete else nn.Linear(act_dim, d)
+        )
         self.embed_timestep = nn.Embedding(max_timestep, d)
         self.embed_norm = nn.LayerNorm(d)
         self.core = MemoryCore(core)
@@ -123,7 +125,9 @@ class DecisionTransformer(nn.Module):
             padding = (~mask.bool()).repeat_interleave(TOKENS_PER_STEP, dim=1)  # [B, 3K]
         token_start = None
         if episode_start is not None:
-            token_start = torch.zeros(batch, TOKENS_PER_STEP * steps, dtype=torch.bool, device=tokens.device)
+            token_start = torch.zeros(
+                batch, TOKENS_PER_STEP * steps, dtype=torch.bool, device=tokens.device
+            )
             token_start[:, 0] = episode_start
         out = self.core(tokens, memory=memory, episode_start=token_start, padding_mask=padding)
         hidden = out.output.reshape(batch, steps, TOKENS_PER_STEP, -1)  # [B, K, 3, d]

@@ -25,7 +25,9 @@ from rlformer.models.actor_critic import ActorCritic, AgentState
 class Predictor:
     """Wraps a trained :class:`ActorCritic` with SB3's ``predict`` signature."""
 
-    def __init__(self, model: ActorCritic, device: torch.device | str = "cpu", seed: int = 0) -> None:
+    def __init__(
+        self, model: ActorCritic, device: torch.device | str = "cpu", seed: int = 0
+    ) -> None:
         self.model = model.to(device).eval()
         self.device = torch.device(device)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
@@ -57,7 +59,9 @@ class Predictor:
             state = self.model.initial_state(batch, self.device)
             starts = np.ones(batch, dtype=bool)
         else:
-            starts = np.zeros(batch, dtype=bool) if episode_start is None else np.asarray(episode_start)
+            starts = (
+                np.zeros(batch, dtype=bool) if episode_start is None else np.asarray(episode_start)
+            )
         out = self.model.act(
             torch.as_tensor(obs, device=self.device),
             state,

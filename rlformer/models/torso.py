@@ -1,4 +1,4 @@
-"""Torsos: the part of a policy that turns observation features into a latent, with or without memory.
+"""Torsos: the part of a policy that turns observation features into a latent.
 
 Both torsos share one calling convention so the actor-critic never branches on the kind:
 
@@ -59,7 +59,9 @@ class MLPTorso(nn.Module):
     def initial_state(self, batch_size: int, device: torch.device | str = "cpu") -> None:
         return None
 
-    def step(self, x: torch.Tensor, state: None, episode_start: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def step(
+        self, x: torch.Tensor, state: None, episode_start: torch.Tensor
+    ) -> tuple[torch.Tensor, None]:
         return self.net(x), None
 
     def sequence(

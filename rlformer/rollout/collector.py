@@ -42,8 +42,12 @@ class LocalCollector:
     def __init__(self, cfg: TrainConfig) -> None:
         self.workers = [
             RolloutWorker(
-                cfg.env, cfg.model, cfg.rollout.envs_per_worker, cfg.rollout.fragment_length,
-                cfg.run.seed, worker_index=w,
+                cfg.env,
+                cfg.model,
+                cfg.rollout.envs_per_worker,
+                cfg.rollout.fragment_length,
+                cfg.run.seed,
+                worker_index=w,
             )
             for w in range(cfg.rollout.num_workers)
         ]

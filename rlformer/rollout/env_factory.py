@@ -28,11 +28,13 @@ def check_env_id(env_id: str) -> None:
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     raise EnvError(
         f"unknown env id {env_id!r}.{hint} List ids with "
-        "`python -c \"import gymnasium, rlformer_envs; gymnasium.pprint_registry()\"`"
+        '`python -c "import gymnasium, rlformer_envs; gymnasium.pprint_registry()"`'
     )
 
 
-def make_env(env_id: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None) -> gym.Env:
+def make_env(
+    env_id: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None
+) -> gym.Env:
     """``gymnasium.make`` with our tasks registered and readable errors."""
     check_env_id(env_id)
     extra: dict[str, Any] = dict(kwargs or {})
@@ -44,13 +46,18 @@ def make_env(env_id: str, kwargs: dict[str, Any] | None = None, max_episode_step
         raise EnvError(f"env {env_id!r} rejected env.kwargs {kwargs}: {err}") from None
 
 
-def env_thunk(env_id: str, kwargs: dict[str, Any] | None, max_episode_steps: int | None) -> Callable[[], gym.Env]:
+def env_thunk(
+    env_id: str, kwargs: dict[str, Any] | None, max_episode_steps: int | None
+) -> Callable[[], gym.Env]:
     """A picklable-by-closure constructor for vector envs."""
     return lambda: make_env(env_id, kwargs, max_episode_steps)
 
 
 def make_vector_env(
-    env_id: str, num_envs: int, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None
+    env_id: str,
+    num_envs: int,
+    kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
 ) -> SyncVectorEnv:
     """In-process vector env that resets finished slots in the same step.
 

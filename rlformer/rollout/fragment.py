@@ -59,9 +59,17 @@ class Fragment:
         def cat(name: str, axis: int) -> np.ndarray:
             return np.concatenate([getattr(f, name) for f in fragments], axis=axis)
 
-        time_major = (
-            "obs actions log_probs values rewards terminated truncated episode_start truncation_values"
-        ).split()
+        time_major = [
+            "obs",
+            "actions",
+            "log_probs",
+            "values",
+            "rewards",
+            "terminated",
+            "truncated",
+            "episode_start",
+            "truncation_values",
+        ]
         return Fragment(
             **{name: cat(name, 1) for name in time_major},
             last_value=cat("last_value", 0),

@@ -52,15 +52,21 @@ class RayCollector:
             else:
                 ray.init(address=address, log_to_driver=False, configure_logging=False)
             self._owns_ray = True
-        self._actor_class = ray.remote(num_cpus=cfg.rollout.worker_cpus, max_restarts=0)(RolloutWorker)
+        self._actor_class = ray.remote(num_cpus=cfg.rollout.worker_cpus, max_restarts=0)(
+            RolloutWorker
+        )
         self.restarts = 0
         self.workers = [self._spawn(index) for index in range(cfg.rollout.num_workers)]
 
     def _spawn(self, index: int) -> Any:
         rollout = self.cfg.rollout
         return self._actor_class.remote(
-            self.cfg.env, self.cfg.model, rollout.envs_per_worker, rollout.fragment_length,
-            self.cfg.run.seed, index,
+            self.cfg.env,
+            self.cfg.model,
+            rollout.envs_per_worker,
+            rollout.fragment_length,
+            self.cfg.run.seed,
+            index,
         )
 
     def _replace(self, index: int, reason: str) -> None:

@@ -81,7 +81,9 @@ class RolloutWorker:
         length, num_envs = self.fragment_length, self.envs.num_envs
         obs_buf = np.zeros((length, *self.obs.shape), dtype=self.obs.dtype)
         act_shape = self.envs.single_action_space.shape
-        actions = np.zeros((length, num_envs, *act_shape), dtype=np.float32 if act_shape else np.int64)
+        actions = np.zeros(
+            (length, num_envs, *act_shape), dtype=np.float32 if act_shape else np.int64
+        )
         log_probs = np.zeros((length, num_envs), dtype=np.float32)
         values = np.zeros((length, num_envs), dtype=np.float32)
         rewards = np.zeros((length, num_envs), dtype=np.float32)
@@ -124,15 +126,28 @@ class RolloutWorker:
             self.obs, self.state, self.episode_start = next_obs, out.state, done
 
         last = self.model.act(
-            torch.as_tensor(self.obs), self.state, torch.as_tensor(self.episode_start),
+            torch.as_tensor(self.obs),
+            self.state,
+            torch.as_tensor(self.episode_start),
             deterministic=True,
         )
         return Fragment(
-            obs=obs_buf, actions=actions, log_probs=log_probs, values=values, rewards=rewards,
-            terminated=terminated, truncated=truncated, episode_start=episode_start,
-            truncation_values=truncation_values, last_value=last.value.numpy(),
-            state=start_state, policy_version=self.policy_version, worker_index=self.worker_index,
-            episode_returns=returns, episode_lengths=lengths, episode_successes=successes,
+            obs=obs_buf,
+            actions=actions,
+            log_probs=log_probs,
+            values=values,
+            rewards=rewards,
+            terminated=terminated,
+            truncated=truncated,
+            episode_start=episode_start,
+            truncation_values=truncation_values,
+            last_value=last.value.numpy(),
+            state=start_state,
+            policy_version=self.policy_version,
+            worker_index=self.worker_index,
+            episode_returns=returns,
+            episode_lengths=lengths,
+            episode_successes=successes,
         )
 
     def _bootstrap_truncated(

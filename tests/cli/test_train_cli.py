@@ -13,18 +13,39 @@ import pytest
 import torch
 
 TINY = [
-    "--set", "env.id=rlformer/TMaze-v0", "--set", "env.kwargs.length=3",
-    "--set", "rollout.envs_per_worker=4", "--set", "rollout.fragment_length=16",
-    "--set", "model.core.n_layers=1", "--set", "model.core.d_model=16",
-    "--set", "model.core.n_heads=2", "--set", "model.core.d_ff=32",
-    "--set", "model.core.memory_length=8", "--set", "ppo.num_minibatches=2",
-    "--set", "ppo.update_epochs=2", "--set", "eval.episodes=4",
+    "--set",
+    "env.id=rlformer/TMaze-v0",
+    "--set",
+    "env.kwargs.length=3",
+    "--set",
+    "rollout.envs_per_worker=4",
+    "--set",
+    "rollout.fragment_length=16",
+    "--set",
+    "model.core.n_layers=1",
+    "--set",
+    "model.core.d_model=16",
+    "--set",
+    "model.core.n_heads=2",
+    "--set",
+    "model.core.d_ff=32",
+    "--set",
+    "model.core.memory_length=8",
+    "--set",
+    "ppo.num_minibatches=2",
+    "--set",
+    "ppo.update_epochs=2",
+    "--set",
+    "eval.episodes=4",
 ]
 
 
 def rlformer(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "rlformer.cli", *args], cwd=cwd, capture_output=True, text=True,
+        [sys.executable, "-m", "rlformer.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
         timeout=600,
     )
     if check and result.returncode != 0:
@@ -49,8 +70,15 @@ def _final_params(run_dir: Path) -> dict[str, torch.Tensor]:
 
 @pytest.mark.slow
 def test_train_writes_a_complete_run_directory(tmp_path: Path) -> None:
-    out = rlformer("train", "--set", f"run.root={tmp_path}", "--set", "ppo.total_steps=128", *TINY,
-                   cwd=tmp_path)
+    out = rlformer(
+        "train",
+        "--set",
+        f"run.root={tmp_path}",
+        "--set",
+        "ppo.total_steps=128",
+        *TINY,
+        cwd=tmp_path,
+    )
     (run_dir,) = _run_dirs(tmp_path)
     assert f"run directory: {run_dir}" in out.stdout
     assert (run_dir / "config.yaml").is_file()
@@ -63,8 +91,9 @@ def test_train_writes_a_complete_run_directory(tmp_path: Path) -> None:
     assert evaluation["episodes"] == 4 and 0.0 <= evaluation["success_rate"] <= 1.0
 
     # Evaluate in a fresh process with nothing but the run directory (no config file at hand).
-    result = rlformer("eval", str(run_dir), "--episodes", "6", "--json", str(tmp_path / "e.json"),
-                      cwd=tmp_path)
+    result = rlformer(
+        "eval", str(run_dir), "--episodes", "6", "--json", str(tmp_path / "e.json"), cwd=tmp_path
+    )
     assert "success rate" in result.stdout
     assert json.loads((tmp_path / "e.json").read_text())["episodes"] == 6
 
@@ -76,9 +105,19 @@ def test_killed_run_resumes_to_identical_result(tmp_path: Path) -> None:
     rlformer("train", "--set", f"run.root={straight_root}", *steps, *TINY, cwd=tmp_path)
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlformer.cli", "train", "--set", f"run.root={killed_root}",
-         *steps, *TINY],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "rlformer.cli",
+            "train",
+            "--set",
+            f"run.root={killed_root}",
+            *steps,
+            *TINY,
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -107,7 +146,9 @@ def test_killed_run_resumes_to_identical_result(tmp_path: Path) -> None:
         (["--set", "env.id=CartPol-v1"], "unknown env id 'CartPol-v1'. Did you mean CartPole-v1"),
     ],
 )
-def test_bad_input_exits_2_with_one_clear_line(tmp_path: Path, args: list[str], message: str) -> None:
+def test_bad_input_exits_2_with_one_clear_line(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
     result = rlformer("train", "--set", f"run.root={tmp_path}", *args, cwd=tmp_path, check=False)
     assert result.returncode == 2
     assert message in result.stderr

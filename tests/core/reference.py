@@ -13,7 +13,7 @@ from rlformer.core.positional import sinusoid_table
 def reference_attention(
     module: MemoryAttention, x: torch.Tensor, context: torch.Tensor, visible: torch.Tensor
 ) -> torch.Tensor:
-    """Output of ``module`` for one batch row: ``x [T, d]``, ``context [S, d]``, ``visible [T, S]``."""
+    """``module``'s output for one row: ``x [T, d]``, ``context [S, d]``, ``visible [T, S]``."""
     seg_len, width = x.shape
     ctx_len = context.shape[0]
     mem_len = ctx_len - seg_len
@@ -35,8 +35,8 @@ def reference_attention(
                     u = module.content_bias[h].double()
                     v = module.position_bias[h].double()
                     r = sinusoid_table(distance + 1, width)[distance].double()
-                    rk = (module.position_key.weight[rows].double() @ r)
-                    # (a) content-content, (b) content-position, (c) global content, (d) global position
+                    rk = module.position_key.weight[rows].double() @ r
+                    # content-content, content-position, global content, global position
                     score = q @ k + q @ rk + u @ k + v @ rk
                     scores[j] = score / math.sqrt(dh)
                 elif module.scheme == "rotary":

@@ -25,10 +25,12 @@ def _core(device: torch.device, memory_length: int = 6, **kw: object) -> MemoryC
     return core
 
 
-def _run_segments(core: MemoryCore, x: torch.Tensor, starts: torch.Tensor, size: int) -> torch.Tensor:
+def _run_segments(
+    core: MemoryCore, x: torch.Tensor, starts: torch.Tensor, size: int
+) -> torch.Tensor:
     memory, outs = None, []
     for a in range(0, x.shape[1], size):
-        out = core(x[:, a:a + size], memory, starts[:, a:a + size])
+        out = core(x[:, a : a + size], memory, starts[:, a : a + size])
         memory, _ = out.memory, outs.append(out.output)
     return torch.cat(outs, 1)
 
@@ -67,7 +69,9 @@ def test_segments_and_steps_equal_whole_sequence(
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_memory_beyond_window_matches_sliding_window_reference(scheme: str, device: torch.device) -> None:
+def test_memory_beyond_window_matches_sliding_window_reference(
+    scheme: str, device: torch.device
+) -> None:
     """One layer, M=4: output at t equals a fresh run on exactly the tokens t-4..t."""
     torch.manual_seed(3)
     cfg = CoreConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, memory_length=4, positional=scheme)
@@ -76,7 +80,7 @@ def test_memory_beyond_window_matches_sliding_window_reference(scheme: str, devi
     with torch.no_grad():
         carried = _run_segments(core, x, torch.zeros(2, 15, dtype=torch.bool, device=device), 5)
         for t in range(15):
-            window = x[:, max(0, t - 4): t + 1]
+            window = x[:, max(0, t - 4) : t + 1]
             expected = core(window).output[:, -1]
             torch.testing.assert_close(carried[:, t], expected, atol=tolerance(device), rtol=0)
 
@@ -95,8 +99,10 @@ def test_episode_restart_equals_fresh_start(scheme: str, block: str, device: tor
         memory = core(history).memory  # full, valid memory of a previous episode
         out = core(x, memory, starts).output
         for row, t in enumerate(restart_at):
-            fresh = core(x[row:row + 1, t:]).output
-            torch.testing.assert_close(out[row:row + 1, t:], fresh, atol=tolerance(device), rtol=0)
+            fresh = core(x[row : row + 1, t:]).output
+            torch.testing.assert_close(
+                out[row : row + 1, t:], fresh, atol=tolerance(device), rtol=0
+            )
         # And the earlier part of each row did use the old memory (the test can see a leak).
         without_memory = core(x[1:2, :3]).output
         assert (out[1:2, :3] - without_memory).abs().max() > 1e-3
@@ -116,7 +122,9 @@ def test_padding_does_not_change_real_outputs(scheme: str, device: torch.device)
         b = core(noisy, padding_mask=padding)
         unpadded_0 = core(x[0:1, 3:]).output
         unpadded_1 = core(x[1:2, :6]).output
-    torch.testing.assert_close(a.output[~padding], b.output[~padding], atol=tolerance(device), rtol=0)
+    torch.testing.assert_close(
+        a.output[~padding], b.output[~padding], atol=tolerance(device), rtol=0
+    )
     torch.testing.assert_close(a.output[0:1, 3:], unpadded_0, atol=tolerance(device), rtol=0)
     torch.testing.assert_close(a.output[1:2, :6], unpadded_1, atol=tolerance(device), rtol=0)
     assert torch.isfinite(a.output).all() and (a.output[padding] == 0).all()

@@ -30,7 +30,9 @@ def test_attention_matches_formula(scheme: str, device: torch.device) -> None:
         fast = module(x, context, layout)
     module_cpu = module.cpu()
     for b in range(batch):
-        slow = reference_attention(module_cpu, x[b].cpu(), context[b].cpu(), layout.visible[b].cpu())
+        slow = reference_attention(
+            module_cpu, x[b].cpu(), context[b].cpu(), layout.visible[b].cpu()
+        )
         torch.testing.assert_close(fast[b].cpu(), slow, atol=tolerance(device), rtol=0)
 
 

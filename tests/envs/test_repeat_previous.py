@@ -5,9 +5,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env
-
 import rlformer_envs  # noqa: F401
+from gymnasium.utils.env_checker import check_env
 from rlformer_envs.repeat_previous import RepeatPreviousEnv
 
 

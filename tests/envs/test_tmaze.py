@@ -5,11 +5,9 @@ from __future__ import annotations
 import itertools
 
 import gymnasium as gym
-import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env
-
 import rlformer_envs  # noqa: F401  (registers rlformer/*)
+from gymnasium.utils.env_checker import check_env
 from rlformer_envs.tmaze import DOWN, FORWARD, UP, TMazeEnv
 
 
@@ -106,8 +104,8 @@ def test_wrong_turn_and_timeout() -> None:
     _, reward, term, trunc, info = env.step(wrong)
     assert (reward, term, trunc, info["is_success"]) == (0.0, True, False, False)
     env.reset(seed=1)
-    for step in range(env.max_steps):
+    for _ in range(env.max_steps):
         _, reward, term, trunc, info = env.step(FORWARD)
-    assert trunc and not term and step == 2 + 1 + 3 - 1 and info["is_success"] is False
+    assert trunc and not term and env.max_steps == 2 + 1 + 3 and info["is_success"] is False
     with pytest.raises(ValueError):
         TMazeEnv(length=0)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.utils.env_checker import check_env
-
 import rlformer_envs  # noqa: F401
+from gymnasium.utils.env_checker import check_env
 from rlformer_envs.wrappers import cartpole_no_velocity, pendulum_no_velocity
 
 

@@ -45,8 +45,9 @@ def test_constant_scores_have_degenerate_ci() -> None:
 
 
 def test_summary_fields() -> None:
-    s = summarize_scores([0.0, 1.0, 2.0, 3.0], successes=[0, 1, 1, 1],
-                         normalizer=lambda r: 100 * r / 3.0)
+    s = summarize_scores(
+        [0.0, 1.0, 2.0, 3.0], successes=[0, 1, 1, 1], normalizer=lambda r: 100 * r / 3.0
+    )
     assert s.mean == pytest.approx(1.5)
     assert s.std == pytest.approx(np.std([0, 1, 2, 3]))
     assert s.median == pytest.approx(1.5)

@@ -19,10 +19,18 @@ from rlformer.training import build_model
 
 def _config(env_id: str, backend: str = "local", **extra: str) -> TrainConfig:
     overrides = [
-        f"env.id={env_id}", "env.max_episode_steps=9", f"rollout.backend={backend}",
-        "rollout.num_workers=2", "rollout.envs_per_worker=3", "rollout.fragment_length=20",
-        "model.core.n_layers=2", "model.core.d_model=32", "model.core.n_heads=2",
-        "model.core.d_ff=64", "model.core.memory_length=6", "ppo.num_minibatches=2",
+        f"env.id={env_id}",
+        "env.max_episode_steps=9",
+        f"rollout.backend={backend}",
+        "rollout.num_workers=2",
+        "rollout.envs_per_worker=3",
+        "rollout.fragment_length=20",
+        "model.core.n_layers=2",
+        "model.core.d_model=32",
+        "model.core.n_heads=2",
+        "model.core.d_ff=64",
+        "model.core.memory_length=6",
+        "ppo.num_minibatches=2",
         *[f"{k}={v}" for k, v in extra.items()],
     ]
     return load_config(None, overrides)

@@ -14,11 +14,20 @@ from rlformer.training import build_model
 
 
 def _cfg(*extra: str) -> TrainConfig:
-    return load_config(None, [
-        "env.id=CartPole-v1", "env.max_episode_steps=6", "rollout.envs_per_worker=3",
-        "rollout.fragment_length=10", "model.core.d_model=16", "model.core.n_heads=2",
-        "model.core.memory_length=4", "ppo.num_minibatches=1", *extra,
-    ])
+    return load_config(
+        None,
+        [
+            "env.id=CartPole-v1",
+            "env.max_episode_steps=6",
+            "rollout.envs_per_worker=3",
+            "rollout.fragment_length=10",
+            "model.core.d_model=16",
+            "model.core.n_heads=2",
+            "model.core.memory_length=4",
+            "ppo.num_minibatches=1",
+            *extra,
+        ],
+    )
 
 
 def test_fragment_bookkeeping_across_fragments() -> None:
@@ -38,7 +47,9 @@ def test_fragment_bookkeeping_across_fragments() -> None:
     # Truncation values only where the time limit (not a failure) ended the episode.
     trunc_only = a.truncated & ~a.terminated
     assert trunc_only.any()
-    assert (a.truncation_values[~trunc_only] == 0).all() and (a.truncation_values[trunc_only] != 0).all()
+    assert (a.truncation_values[~trunc_only] == 0).all() and (
+        a.truncation_values[trunc_only] != 0
+    ).all()
     # Finished-episode returns are sums of that episode's rewards (CartPole: 1 per step).
     assert a.episode_returns == [float(n) for n in a.episode_lengths]
     assert all(n <= 6 for n in a.episode_lengths)
@@ -56,7 +67,9 @@ def test_memory_carried_between_fragments() -> None:
     b = collector.collect(model.state_dict(), 1)
     assert torch.equal(b.state.actor.hidden, end_state.actor.hidden)
     assert torch.equal(b.state.actor.valid, end_state.actor.valid)
-    assert b.state.actor.valid.any(), "memory of running episodes must survive the fragment boundary"
+    assert b.state.actor.valid.any(), (
+        "memory of running episodes must survive the fragment boundary"
+    )
     collector.close()
 
 

@@ -17,18 +17,39 @@ from rlformer.training import build_model
 ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-FIELDS = ("obs", "actions", "log_probs", "values", "rewards", "terminated", "truncated",
-          "episode_start", "truncation_values", "last_value")
+FIELDS = (
+    "obs",
+    "actions",
+    "log_probs",
+    "values",
+    "rewards",
+    "terminated",
+    "truncated",
+    "episode_start",
+    "truncation_values",
+    "last_value",
+)
 
 
 def _cfg(*extra: str) -> TrainConfig:
-    return load_config(None, [
-        "env.id=CartPole-v1", "env.max_episode_steps=8", "rollout.backend=ray",
-        "rollout.num_workers=2", "rollout.envs_per_worker=2", "rollout.fragment_length=16",
-        "model.core.n_layers=1", "model.core.d_model=16", "model.core.n_heads=2",
-        "model.core.memory_length=8", "ppo.num_minibatches=2", "rollout.worker_cpus=0.25",
-        *extra,
-    ])
+    return load_config(
+        None,
+        [
+            "env.id=CartPole-v1",
+            "env.max_episode_steps=8",
+            "rollout.backend=ray",
+            "rollout.num_workers=2",
+            "rollout.envs_per_worker=2",
+            "rollout.fragment_length=16",
+            "model.core.n_layers=1",
+            "model.core.d_model=16",
+            "model.core.n_heads=2",
+            "model.core.memory_length=8",
+            "ppo.num_minibatches=2",
+            "rollout.worker_cpus=0.25",
+            *extra,
+        ],
+    )
 
 
 def _assert_same(a: Fragment, b: Fragment) -> None:
@@ -56,8 +77,10 @@ def test_ray_returns_exactly_the_local_data(local_ray: None, torso: str) -> None
     remote, local = RayCollector(cfg), LocalCollector(cfg)
     try:
         for version in range(3):
-            _assert_same(remote.collect(model.state_dict(), version),
-                         local.collect(model.state_dict(), version))
+            _assert_same(
+                remote.collect(model.state_dict(), version),
+                local.collect(model.state_dict(), version),
+            )
         # Resume state travels through the actors too.
         state = remote.get_state()
         local.set_state(state)
@@ -115,8 +138,10 @@ def test_two_node_cluster_places_workers_on_both_nodes() -> None:
             assert len(set(nodes)) == 2, "one worker per node: each needs a node's only CPU"
             local = LocalCollector(cfg)
             for version in range(2):
-                _assert_same(collector.collect(model.state_dict(), version),
-                             local.collect(model.state_dict(), version))
+                _assert_same(
+                    collector.collect(model.state_dict(), version),
+                    local.collect(model.state_dict(), version),
+                )
             local.close()
         finally:
             collector.close()

@@ -1,4 +1,4 @@
-"""Config validation: overrides, and one-line errors that name the key, the value and what is allowed."""
+"""Config validation: overrides, and one-line errors naming the key, the value and the rule."""
 
 from __future__ import annotations
 
@@ -29,8 +29,16 @@ def test_defaults_validate_and_round_trip(tmp_path: Path) -> None:
 
 def test_set_overrides_nested_fields_with_yaml_types(tmp_path: Path) -> None:
     path = _write(tmp_path, "ppo:\n  learning_rate: 0.001\nenv:\n  id: CartPole-v1\n")
-    cfg = load_config(path, ["ppo.learning_rate=5e-4", "model.core.n_layers=3",
-                             "env.kwargs.length=7", "rollout.ray_address=null", "run.name=abc"])
+    cfg = load_config(
+        path,
+        [
+            "ppo.learning_rate=5e-4",
+            "model.core.n_layers=3",
+            "env.kwargs.length=7",
+            "rollout.ray_address=null",
+            "run.name=abc",
+        ],
+    )
     assert cfg.ppo.learning_rate == pytest.approx(5e-4)
     assert cfg.model.core.n_layers == 3
     assert cfg.env.kwargs == {"length": 7}
@@ -43,7 +51,10 @@ def test_set_overrides_nested_fields_with_yaml_types(tmp_path: Path) -> None:
     [
         (["ppo.lerning_rate=1"], "ppo.lerning_rate: unknown key"),
         (["ppo.clip_coef=-0.1"], "ppo.clip_coef: got -0.1; Input should be greater than 0"),
-        (["rollout.backend=slurm"], "rollout.backend: got 'slurm'; Input should be 'local' or 'ray'"),
+        (
+            ["rollout.backend=slurm"],
+            "rollout.backend: got 'slurm'; Input should be 'local' or 'ray'",
+        ),
         (["ppo.update_epochs=many"], "ppo.update_epochs: got 'many'"),
         (["model.core.n_heads=0"], "model.core.n_heads: got 0"),
         (["bogus=1"], "bogus: unknown key"),
@@ -58,14 +69,14 @@ def test_bad_values_name_key_value_and_rule(overrides: list[str], expected: str)
 
 @pytest.mark.parametrize(
     ("item", "expected"),
-    [("ppo", "expected KEY.PATH=VALUE"), ("=3", "expected KEY.PATH=VALUE"),
-     ("ppo.gamma.x=1", "ppo.gamma is a value, not a section")],
+    [
+        ("ppo", "expected KEY.PATH=VALUE"),
+        ("=3", "expected KEY.PATH=VALUE"),
+        ("ppo.gamma.x=1", "ppo.gamma is a value, not a section"),
+    ],
 )
 def test_malformed_set_items(item: str, expected: str) -> None:
-    if item.startswith("ppo.gamma."):
-        overrides = ["ppo.gamma=0.9", item]
-    else:
-        overrides = [item]
+    overrides = ["ppo.gamma=0.9", item] if item.startswith("ppo.gamma.") else [item]
     with pytest.raises(ConfigError, match=expected):
         load_config(None, overrides)
 
