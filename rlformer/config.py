@@ -89,7 +89,10 @@ class ModelConfig(StrictModel):
     torso: Literal["gtrxl", "mlp"] = Field(
         "gtrxl", description="gtrxl: memory-enabled attention core; mlp: memoryless baseline."
     )
-    core: CoreConfig = Field(default_factory=CoreConfig, description="Attention core settings.")
+    core: CoreConfig = Field(
+        default_factory=CoreConfig,
+        description="Attention core settings (precision defaults to fp32 for PPO, see below).",
+    )
     shared_torso: bool = Field(
         True, description="Actor and critic share one torso (false: two separate torsos)."
     )
@@ -97,6 +100,14 @@ class ModelConfig(StrictModel):
         default_factory=lambda: [64, 64], description="Hidden sizes of the MLP torso."
     )
     log_std_init: float = Field(0.0, description="Initial log std of the Gaussian action head.")
+
+    @model_validator(mode="after")
+    def _fp32_unless_asked(self) -> ModelConfig:
+        # CPU rollout workers run fp32; a CUDA learner under bf16 autocast would compute
+        # log-probs ~1e-2 off and break PPO's ratio = 1. Only an explicit choice overrides this.
+        if "precision" not in self.core.model_fields_set:
+            self.core.precision = "fp32"
+        return self
 
 
 class PPOConfig(StrictModel):

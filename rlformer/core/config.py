@@ -42,6 +42,9 @@ class CoreConfig(BaseModel):
         2.0, description="b_g: larger values start gated blocks nearer the identity."
     )
     compile: bool = Field(False, description="Wrap the forward pass in torch.compile.")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="auto: bf16 autocast on CUDA, fp32 on CPU; fp32 / bf16 force one."
+    )
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> CoreConfig:

@@ -25,8 +25,15 @@ def resolve_device(name: Literal["auto", "cpu", "cuda"] | str) -> torch.device:
     return torch.device(name)
 
 
-def autocast_context(device: torch.device) -> contextlib.AbstractContextManager:
-    """bf16 autocast for CUDA tensors, nothing elsewhere."""
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+def autocast_context(
+    device: torch.device, precision: Literal["auto", "fp32", "bf16"] = "auto"
+) -> contextlib.AbstractContextManager:
+    """bf16 autocast for CUDA tensors under ``auto`` (or ``bf16``); plain fp32 otherwise.
+
+    ``bf16`` on CPU is honoured but slow; ``fp32`` on CUDA keeps results equal (to float
+    tolerance) to a CPU fp32 run, which PPO needs when CPU workers collect for a GPU learner.
+    """
+    use_bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
+    if use_bf16:
+        return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()

@@ -43,8 +43,13 @@ def rotary_angles(positions: torch.Tensor, head_width: int) -> tuple[torch.Tenso
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate pairs ``(x[..., k], x[..., k + h/2])`` of ``x [B, H, P, h]`` by the given angles."""
+    """Rotate pairs ``(x[..., k], x[..., k + h/2])`` of ``x [B, H, P, h]`` by the given angles.
+
+    Computed in fp32 even under bf16 autocast: the same key gets different absolute angles in
+    different segmentations, and bf16 rounding of those would break step/segment equivalence.
+    """
     half = x.shape[-1] // 2
-    first, second = x[..., :half], x[..., half:]
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+    xf = x.float()
+    first, second = xf[..., :half], xf[..., half:]
+    rotated = torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+    return rotated.to(x.dtype)

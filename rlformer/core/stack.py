@@ -101,7 +101,7 @@ class MemoryCore(nn.Module):
         layout = build_layout(memory.valid, episode_start, padding_mask, x.shape[1])
         new_hidden = []
         h = x
-        with autocast_context(x.device):
+        with autocast_context(x.device, self.cfg.precision):
             for layer, block in enumerate(self.blocks):
                 layer_memory = memory.hidden[layer].detach().to(h.dtype)  # [B, M, d]
                 new_hidden.append(

@@ -111,9 +111,10 @@ def training_flops(cfg: CoreConfig, batch: int, seg_len: int) -> float:
     return 3.0 * batch * cfg.n_layers * per_layer
 
 
-def matmul_peak(device: torch.device, min_time: float) -> float:
-    size = 1024
-    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+def matmul_peak(device: torch.device, min_time: float, dtype: torch.dtype = torch.float32) -> float:
+    size = 1024 if device.type == "cpu" else 8192
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
     seconds = timed(lambda: a @ b, device, min_time)
     return 2 * size**3 / seconds
 
@@ -168,11 +169,16 @@ def bench_training(args: argparse.Namespace, device: torch.device) -> None:
     flops = training_flops(cfg, batch, seg)
     peak = matmul_peak(device, args.min_time)
     achieved = flops / fused
-    print("\n(c) achieved FLOP/s of the core's training step")
-    print(f"fp32 matmul peak (1024^3)     {peak / 1e9:10.1f} GFLOP/s")
+    precision = "bf16 autocast" if device.type == "cuda" else "fp32"
+    print(f"\n(c) achieved FLOP/s of the core's training step (core runs {precision})")
+    print(f"fp32 matmul peak              {peak / 1e9:10.1f} GFLOP/s")
+    if device.type == "cuda":
+        bf16_peak = matmul_peak(device, args.min_time, torch.bfloat16)
+        print(f"bf16 matmul peak              {bf16_peak / 1e9:10.1f} GFLOP/s")
+        peak = bf16_peak
     print(
         f"core training step            {achieved / 1e9:10.1f} GFLOP/s  "
-        f"({100 * achieved / peak:.1f}% of peak)"
+        f"({100 * achieved / peak:.1f}% of the {precision.split()[0]} peak)"
     )
 
 

@@ -17,6 +17,7 @@ BLOCKS = ["gtrxl", "trxl_i", "post_ln"]
 
 def _core(device: torch.device, memory_length: int = 6, **kw: object) -> MemoryCore:
     torch.manual_seed(0)
+    kw.setdefault("precision", "fp32")  # exact comparisons; bf16 has its own test
     cfg = CoreConfig(n_layers=2, d_model=16, n_heads=2, d_ff=32, memory_length=memory_length, **kw)
     core = MemoryCore(cfg).to(device).eval()
     for name, param in core.named_parameters():
@@ -74,7 +75,15 @@ def test_memory_beyond_window_matches_sliding_window_reference(
 ) -> None:
     """One layer, M=4: output at t equals a fresh run on exactly the tokens t-4..t."""
     torch.manual_seed(3)
-    cfg = CoreConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, memory_length=4, positional=scheme)
+    cfg = CoreConfig(
+        n_layers=1,
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        memory_length=4,
+        positional=scheme,
+        precision="fp32",
+    )
     core = MemoryCore(cfg).to(device).eval()
     x = torch.randn(2, 15, 16, device=device)
     with torch.no_grad():
@@ -175,3 +184,25 @@ def test_step_cost_is_linear_in_memory() -> None:
 
     layout = build_layout(torch.ones(2, 256, dtype=torch.bool), None, None, seg_len=1)
     assert layout.visible.shape == (2, 1, 257)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_bf16_autocast_on_cuda_stays_close_to_fp32(scheme: str) -> None:
+    fp32 = _core(torch.device("cuda"), positional=scheme)
+    bf16 = _core(torch.device("cuda"), positional=scheme, precision="auto")
+    x = torch.randn(4, 12, 16, device="cuda")
+    with torch.no_grad():
+        a, b = fp32(x).output, bf16(x).output
+    assert b.dtype == torch.float32
+    assert (a - b).abs().max() < 0.1
+    assert torch.isfinite(b).all()
+
+
+def test_ppo_models_default_to_fp32_but_respect_a_choice() -> None:
+    from rlformer.config import ModelConfig
+
+    assert ModelConfig().core.precision == "fp32"
+    assert ModelConfig.model_validate({"core": {"n_layers": 1}}).core.precision == "fp32"
+    assert ModelConfig.model_validate({"core": {"precision": "auto"}}).core.precision == "auto"
+    assert CoreConfig().precision == "auto"
