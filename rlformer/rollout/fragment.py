@@ -40,6 +40,7 @@ class Fragment:
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
     episode_successes: list[float] = field(default_factory=list)
+    sample_seconds: float = 0.0  # time the worker spent stepping envs + policy (overhead metrics)
 
     @property
     def length(self) -> int:
@@ -79,4 +80,5 @@ class Fragment:
             episode_returns=[r for f in fragments for r in f.episode_returns],
             episode_lengths=[n for f in fragments for n in f.episode_lengths],
             episode_successes=[s for f in fragments for s in f.episode_successes],
+            sample_seconds=max(f.sample_seconds for f in fragments),
         )

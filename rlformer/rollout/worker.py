@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import time
 from typing import Any
 
 import numpy as np
@@ -78,6 +79,7 @@ class RolloutWorker:
     # ------------------------------------------------------------ sampling
     def sample(self) -> Fragment:
         """Step every slot ``fragment_length`` times and return the fragment."""
+        started = time.perf_counter()
         length, num_envs = self.fragment_length, self.envs.num_envs
         obs_buf = np.zeros((length, *self.obs.shape), dtype=self.obs.dtype)
         act_shape = self.envs.single_action_space.shape
@@ -148,6 +150,7 @@ class RolloutWorker:
             episode_returns=returns,
             episode_lengths=lengths,
             episode_successes=successes,
+            sample_seconds=time.perf_counter() - started,
         )
 
     def _bootstrap_truncated(
