@@ -89,36 +89,29 @@ def evaluate(
     ] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Episodes per seed.")] = 20,
     seeds: Annotated[
-        int, typer.Option(min=1, help="Independent seeds (seed s uses envs seeded 1000*s+i).")
+        int, typer.Option(min=1, help="Independent seeds (seed s seeds env slot i with 1000*s+i).")
     ] = 1,
     num_envs: Annotated[int, typer.Option(min=1, help="Vector envs stepped together.")] = 8,
-    stochastic: Annotated[
-        bool, typer.Option(help="Sample actions instead of taking the mode.")
-    ] = False,
+    stochastic: Annotated[bool, typer.Option(help="Sample actions instead of the mode.")] = False,
     json_out: Annotated[
-        Path | None, typer.Option("--json", help="Also write the results as JSON here.")
+        Path | None, typer.Option("--json", help="Also write the summary and episodes as JSON.")
+    ] = None,
+    csv_out: Annotated[
+        Path | None, typer.Option("--csv", help="Also write one row per episode as CSV.")
     ] = None,
 ) -> None:
-    """Evaluate a trained agent for N episodes x S seeds and print return / success statistics."""
-    from rlformer.evaluation.runner import EpisodeResults, run_episodes
-    from rlformer.training import format_evaluation, load_agent
+    """Evaluate a trained agent: mean, std, median, IQM with bootstrap 95% CIs, success rate."""
+    from rlformer.evaluation.report import evaluate_agent, print_summary, write_csv, write_json
 
     try:
-        model, cfg, _ = load_agent(checkpoint)
-        env_cfg = cfg.env if env is None else cfg.env.model_copy(update={"id": env, "kwargs": {}})
-        results = EpisodeResults()
-        for seed in range(seeds):
-            part = run_episodes(
-                model, env_cfg, episodes, num_envs, not stochastic, seed=1000 * seed
-            )
-            results.returns += part.returns
-            results.lengths += part.lengths
-            results.successes += part.successes
+        report = evaluate_agent(checkpoint, env, episodes, seeds, num_envs, not stochastic)
     except _user_errors() as err:
         fail(str(err))
-    typer.echo(format_evaluation(results))
+    print_summary(report)
     if json_out is not None:
-        json_out.write_text(json.dumps({"env": env_cfg.id, **results.summary()}, indent=2))
+        write_json(report, json_out)
+    if csv_out is not None:
+        write_csv(report, csv_out)
 
 
 @app.command()

@@ -92,10 +92,23 @@ def test_train_writes_a_complete_run_directory(tmp_path: Path) -> None:
 
     # Evaluate in a fresh process with nothing but the run directory (no config file at hand).
     result = rlformer(
-        "eval", str(run_dir), "--episodes", "6", "--json", str(tmp_path / "e.json"), cwd=tmp_path
+        "eval",
+        str(run_dir),
+        "--episodes",
+        "6",
+        "--seeds",
+        "2",
+        "--json",
+        str(tmp_path / "e.json"),
+        "--csv",
+        str(tmp_path / "e.csv"),
+        cwd=tmp_path,
     )
-    assert "success rate" in result.stdout
-    assert json.loads((tmp_path / "e.json").read_text())["episodes"] == 6
+    assert "IQM" in result.stdout and "rlformer/TMaze-v0" in result.stdout
+    report = json.loads((tmp_path / "e.json").read_text())
+    assert report["episodes"] == 12 and len(report["episodes_detail"]) == 12
+    assert report["mean_ci"][0] <= report["mean"] <= report["mean_ci"][1]
+    assert len((tmp_path / "e.csv").read_text().splitlines()) == 13
 
 
 @pytest.mark.slow

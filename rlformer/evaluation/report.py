@@ -1,0 +1,92 @@
+"""Evaluate a checkpoint over seeds and report robust statistics (terminal table, JSON, CSV)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from rlformer.evaluation.runner import EpisodeResults, run_episodes
+from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
+
+
+@dataclass
+class EvaluationReport:
+    """Everything one ``rlformer eval`` produced for one task."""
+
+    checkpoint: str
+    env_id: str
+    deterministic: bool
+    summary: ScoreSummary
+    episodes: list[dict[str, float]]  # seed, episode, return, length, success (if reported)
+
+
+def evaluate_agent(
+    checkpoint: str | Path,
+    env_id: str | None,
+    episodes: int,
+    seeds: int,
+    num_envs: int = 8,
+    deterministic: bool = True,
+) -> EvaluationReport:
+    """Run ``episodes`` episodes for each of ``seeds`` seeds and summarise all of them."""
+    from rlformer.training import load_agent
+
+    model, cfg, _ = load_agent(checkpoint)
+    env_cfg = cfg.env if env_id is None else cfg.env.model_copy(update={"id": env_id, "kwargs": {}})
+    rows: list[dict[str, float]] = []
+    merged = EpisodeResults()
+    for seed in range(seeds):
+        part = run_episodes(model, env_cfg, episodes, num_envs, deterministic, seed=1000 * seed)
+        for i, (ret, length) in enumerate(zip(part.returns, part.lengths, strict=True)):
+            row = {"seed": seed, "episode": i, "return": ret, "length": length}
+            if part.successes:
+                row["success"] = part.successes[i]
+            rows.append(row)
+        merged.returns += part.returns
+        merged.lengths += part.lengths
+        merged.successes += part.successes
+    summary = summarize_scores(merged.returns, merged.successes or None)
+    return EvaluationReport(str(checkpoint), env_cfg.id, deterministic, summary, rows)
+
+
+def print_summary(report: EvaluationReport) -> None:
+    s = report.summary
+    table = Table(title=f"{report.env_id} ({s.episodes} episodes)")
+    for column in ("mean", "std", "median", "IQM", "mean 95% CI", "IQM 95% CI", "success"):
+        table.add_column(column, justify="right")
+    success = "-" if s.success_rate is None else f"{100 * s.success_rate:.1f}%"
+    table.add_row(
+        f"{s.mean:.2f}",
+        f"{s.std:.2f}",
+        f"{s.median:.2f}",
+        f"{s.iqm:.2f}",
+        f"[{s.mean_ci[0]:.2f}, {s.mean_ci[1]:.2f}]",
+        f"[{s.iqm_ci[0]:.2f}, {s.iqm_ci[1]:.2f}]",
+        success,
+    )
+    Console().print(table)
+
+
+def write_json(report: EvaluationReport, path: Path) -> None:
+    payload = {
+        "checkpoint": report.checkpoint,
+        "env": report.env_id,
+        "deterministic": report.deterministic,
+        **report.summary.as_dict(),
+        "episodes_detail": report.episodes,
+    }
+    path.write_text(json.dumps(payload, indent=2))
+
+
+def write_csv(report: EvaluationReport, path: Path) -> None:
+    fields = ["env", "seed", "episode", "return", "length", "success"]
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for row in report.episodes:
+            writer.writerow({"env": report.env_id, **row})
