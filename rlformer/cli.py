@@ -35,10 +35,11 @@ def fail(message: str) -> NoReturn:
 
 def _user_errors() -> tuple[type[Exception], ...]:
     from rlformer.config import ConfigError
+    from rlformer.data.errors import DatasetError
     from rlformer.rollout.env_factory import EnvError
     from rlformer.runs import CheckpointError
 
-    return (ConfigError, EnvError, CheckpointError)
+    return (ConfigError, EnvError, CheckpointError, DatasetError)
 
 
 @app.command()
@@ -116,29 +117,49 @@ def evaluate(
 
 @app.command()
 def collect(
-    policy: Annotated[str, typer.Option(help="random | RUN_DIR | sb3:PATH.zip")] = "random",
+    policy: Annotated[
+        str, typer.Option(help="random | RUN_DIR (an rlformer run or checkpoint) | sb3:PATH.zip")
+    ] = "random",
     env: Annotated[str, typer.Option(help="Gymnasium env id.")] = "CartPole-v1",
     steps: Annotated[int, typer.Option(min=1, help="Transitions to record.")] = 10_000,
     out: Annotated[Path, typer.Option(help="Output HDF5 file (D4RL layout).")] = Path(
         "dataset.hdf5"
     ),
+    seed: Annotated[int, typer.Option(min=0, help="Seed for envs and action noise.")] = 0,
+    num_envs: Annotated[int, typer.Option(min=1, help="Vector envs stepped together.")] = 8,
+    noise: Annotated[
+        float,
+        typer.Option(min=0.0, help="Gaussian action noise (x half the action range) or epsilon."),
+    ] = 0.0,
+    random_fraction: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of steps with a uniformly random action.")
+    ] = 0.0,
 ) -> None:
-    """Record an offline dataset from a policy (D4RL HDF5 layout). Not available yet."""
-    fail(
-        "`rlformer collect` is not available yet in this version "
-        "(offline data support is in progress)"
-    )
+    """Record an offline dataset from a policy, in the D4RL HDF5 layout with metadata."""
+    from rlformer.data.inspect import format_summary, summarize_dataset
+    from rlformer.data.recorder import collect_dataset
+
+    try:
+        dataset = collect_dataset(policy, env, steps, out, seed, num_envs, noise, random_fraction)
+    except _user_errors() as err:
+        fail(str(err))
+    typer.echo(f"wrote {out}")
+    typer.echo(format_summary(summarize_dataset(dataset)))
 
 
 @dataset_app.command("info")
 def dataset_info(
-    path: Annotated[str, typer.Argument(help="d4rl:FILE, minari:ID or an rlformer file.")],
+    path: Annotated[str, typer.Argument(help="d4rl:FILE, minari:ID or an rlformer recording.")],
 ) -> None:
-    """Print episodes, transitions and return statistics of a dataset. Not available yet."""
-    fail(
-        "`rlformer dataset info` is not available yet in this version "
-        "(offline data support is in progress)"
-    )
+    """Print episodes, transitions, return statistics, spaces and D4RL-normalised returns."""
+    from rlformer.data import load_dataset
+    from rlformer.data.inspect import format_summary, summarize_dataset
+
+    try:
+        dataset = load_dataset(path)
+    except _user_errors() as err:
+        fail(str(err))
+    typer.echo(format_summary(summarize_dataset(dataset)))
 
 
 @app.command("config-doc")

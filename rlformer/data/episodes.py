@@ -1,0 +1,55 @@
+"""Episodes and datasets in memory: the common shape every reader produces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Episode:
+    """One trajectory of ``n`` steps; ``truncated`` is True when it ended without termination
+    (a time limit, or a recording that stopped mid-episode)."""
+
+    observations: np.ndarray  # [n, *obs_shape]
+    actions: np.ndarray  # [n, *act_shape]
+    rewards: np.ndarray  # [n] float32
+    terminated: bool
+    truncated: bool
+    next_observations: np.ndarray | None = None  # [n, *obs_shape]
+    infos: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.rewards.shape[0])
+
+    @property
+    def episode_return(self) -> float:
+        return float(self.rewards.sum())
+
+
+@dataclass
+class Dataset:
+    """Episodes plus what is known about where they came from."""
+
+    episodes: list[Episode]
+    source: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self.episodes)
+
+    @property
+    def num_transitions(self) -> int:
+        return sum(len(e) for e in self.episodes)
+
+    @property
+    def returns(self) -> np.ndarray:
+        return np.array([e.episode_return for e in self.episodes], dtype=np.float64)
+
+    @property
+    def env_id(self) -> str | None:
+        value = self.metadata.get("env_id")
+        return None if value is None else str(value)

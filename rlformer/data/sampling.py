@@ -1,0 +1,113 @@
+"""Decision-Transformer windows: returns-to-go, left-padded K-step contexts, masks, timesteps.
+
+Episodes are stored concatenated in flat arrays with offsets, and a batch of windows is gathered
+with index arithmetic only (no Python loop over samples or time). As in the DT reference,
+episodes are drawn with probability proportional to their length, a start step uniformly within
+the episode, and a window that runs past the episode end is padded on the *left*, so the newest
+real step is always last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from rlformer.data.episodes import Dataset
+
+
+@dataclass
+class WindowBatch:
+    """``B`` windows of ``K`` steps (padding where ``mask`` is False)."""
+
+    states: torch.Tensor  # [B, K, state_dim], normalised
+    actions: torch.Tensor  # [B, K, act_dim] float, or [B, K] long for discrete actions
+    rewards: torch.Tensor  # [B, K]
+    returns_to_go: torch.Tensor  # [B, K, 1], divided by the return scale
+    timesteps: torch.Tensor  # [B, K] long
+    mask: torch.Tensor  # [B, K] bool
+
+
+def returns_to_go(rewards: np.ndarray, gamma: float = 1.0) -> np.ndarray:
+    """``R_t = sum_{t' >= t} gamma^(t'-t) r_t'`` for one episode."""
+    if gamma == 1.0:
+        return np.cumsum(rewards[::-1])[::-1].astype(np.float64)
+    out = np.zeros(len(rewards), dtype=np.float64)
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        running = rewards[t] + gamma * running
+        out[t] = running
+    return out
+
+
+class WindowSampler:
+    """Samples DT training windows from a :class:`Dataset`."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        context: int,
+        return_scale: float = 1.0,
+        gamma: float = 1.0,
+        discrete_actions: bool = False,
+    ) -> None:
+        episodes = dataset.episodes
+        self.context, self.return_scale, self.discrete = context, return_scale, discrete_actions
+        self.lengths = np.array([len(e) for e in episodes], dtype=np.int64)
+        self.offsets = np.r_[0, np.cumsum(self.lengths)[:-1]]
+        states = np.concatenate([e.observations.reshape(len(e), -1) for e in episodes]).astype(
+            np.float32
+        )
+        self.state_mean = states.mean(0)
+        self.state_std = states.std(0) + 1e-6
+        self.states = (states - self.state_mean) / self.state_std
+        actions = np.concatenate([e.actions for e in episodes])
+        self.actions = (
+            actions.astype(np.int64)
+            if discrete_actions
+            else actions.reshape(len(actions), -1).astype(np.float32)
+        )
+        self.rewards = np.concatenate([e.rewards for e in episodes]).astype(np.float32)
+        self.rtg = np.concatenate([returns_to_go(e.rewards, gamma) for e in episodes]).astype(
+            np.float32
+        )
+        self.timesteps = np.concatenate([np.arange(n) for n in self.lengths])
+        self.probabilities = self.lengths / self.lengths.sum()
+
+    def _gather(self, episode: np.ndarray, start: np.ndarray) -> WindowBatch:
+        """Windows ``[start, start + K)`` of the given episodes, left-padded past their ends."""
+        k = self.context
+        valid = np.minimum(k, self.lengths[episode] - start)  # [B] real steps per window
+        offset = np.arange(k)[None, :] - (k - valid)[:, None]  # [B, K]; < 0 means padding
+        mask = offset >= 0
+        index = self.offsets[episode][:, None] + start[:, None] + np.maximum(offset, 0)  # [B, K]
+
+        def take(array: np.ndarray) -> torch.Tensor:
+            out = array[index]
+            out[~mask] = 0
+            return torch.as_tensor(out)
+
+        return WindowBatch(
+            states=take(self.states),
+            actions=take(self.actions),
+            rewards=take(self.rewards),
+            returns_to_go=(take(self.rtg) / self.return_scale).unsqueeze(-1),
+            timesteps=take(self.timesteps),
+            mask=torch.as_tensor(mask),
+        )
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> WindowBatch:
+        """Episodes drawn proportionally to length, start steps uniform within them."""
+        episode = rng.choice(len(self.lengths), size=batch_size, p=self.probabilities)
+        start = (rng.random(batch_size) * self.lengths[episode]).astype(np.int64)
+        return self._gather(episode, start)
+
+    def episode_windows(self, episode: int) -> Iterator[WindowBatch]:
+        """Consecutive K-step windows of one episode (for a DT that carries memory across them).
+
+        Every window but the last is full; the last is left-padded.
+        """
+        for start in range(0, int(self.lengths[episode]), self.context):
+            yield self._gather(np.array([episode]), np.array([start]))
