@@ -100,11 +100,42 @@ def evaluate(
     csv_out: Annotated[
         Path | None, typer.Option("--csv", help="Also write one row per episode as CSV.")
     ] = None,
+    target_return: Annotated[
+        str | None,
+        typer.Option(help="Decision Transformers: target returns, comma-separated (3600,1800)."),
+    ] = None,
 ) -> None:
-    """Evaluate a trained agent: mean, std, median, IQM with bootstrap 95% CIs, success rate."""
-    from rlformer.evaluation.report import evaluate_agent, print_summary, write_csv, write_json
+    """Evaluate a trained agent: mean, std, median, IQM with bootstrap 95% CIs, success rate.
+
+    For a Decision Transformer, each --target-return is evaluated in turn (default: the
+    targets of its config).
+    """
+    from rlformer.evaluation.report import (
+        evaluate_agent,
+        evaluate_return_conditioned,
+        print_summary,
+        write_csv,
+        write_json,
+    )
+    from rlformer.runs import load_checkpoint
 
     try:
+        kind = load_checkpoint(checkpoint).get("kind", "ppo")
+        if kind == "dt":
+            targets = None
+            if target_return:
+                try:
+                    targets = [float(x) for x in target_return.split(",") if x.strip()]
+                except ValueError:
+                    fail(f"--target-return {target_return!r}: expected numbers like 3600,1800")
+            reports = evaluate_return_conditioned(checkpoint, env, targets, episodes * seeds)
+            for report in reports:
+                print_summary(report)
+            if json_out is not None:
+                json_out.write_text(
+                    "[" + ",".join(json.dumps(r.summary.as_dict()) for r in reports) + "]"
+                )
+            return
         report = evaluate_agent(checkpoint, env, episodes, seeds, num_envs, not stochastic)
     except _user_errors() as err:
         fail(str(err))

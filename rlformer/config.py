@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rlformer.core.config import CoreConfig
 
@@ -158,10 +165,61 @@ class RunConfig(StrictModel):
     progress: bool = Field(True, description="Show a progress bar (plain lines when not a TTY).")
 
 
+def _dt_core() -> CoreConfig:
+    # Published DT gym setup: 3 layers, 1 head, width 128, dropout 0.1; window covers 3K tokens.
+    return CoreConfig(
+        n_layers=3,
+        n_heads=1,
+        d_model=128,
+        d_ff=512,
+        dropout=0.1,
+        memory_length=60,
+        block="trxl_i",
+        precision="auto",
+    )
+
+
+class DTConfig(StrictModel):
+    """Decision Transformer (offline) settings; defaults follow the published gym setup."""
+
+    dataset: str = Field(
+        "dataset.hdf5", description="d4rl:FILE, minari:ID or an rlformer recording (see collect)."
+    )
+    context: int = Field(20, ge=1, description="K: steps per training window.")
+    return_scale: float = Field(1000.0, gt=0, description="Returns-to-go are divided by this.")
+    core: CoreConfig = Field(default_factory=_dt_core, description="Attention core of the DT.")
+    max_timestep: int = Field(4096, ge=1, description="Size of the timestep embedding table.")
+    batch_size: int = Field(64, ge=1, description="Windows per gradient step.")
+    learning_rate: float = Field(1e-4, gt=0, description="AdamW learning rate.")
+    weight_decay: float = Field(1e-4, ge=0, description="AdamW weight decay.")
+    warmup_steps: int = Field(10_000, ge=0, description="Linear learning-rate warm-up steps.")
+    max_grad_norm: float = Field(0.25, gt=0, description="Global gradient-norm clip.")
+    train_steps: int = Field(10_000, ge=1, description="Gradient steps to train for.")
+    log_every: int = Field(100, ge=1, description="Log metrics every N gradient steps.")
+    memory_segments: int = Field(
+        0,
+        ge=0,
+        description="0: plain DT; n > 0: train on n consecutive K-step windows carrying memory.",
+    )
+    target_returns: list[float] = Field(
+        default_factory=lambda: [100.0], description="Target returns for the final evaluation."
+    )
+
+    @field_validator("core", mode="before")
+    @classmethod
+    def _dt_defaults_under_overrides(cls, value: Any) -> Any:
+        # A partial `dt.core` section overrides the DT defaults, not CoreConfig's generic ones.
+        if isinstance(value, dict):
+            return {**_dt_core().model_dump(), **value}
+        return value
+
+
 class TrainConfig(StrictModel):
     """Everything one ``rlformer train`` run needs."""
 
-    algo: Literal["ppo"] = Field("ppo", description="Learning algorithm.")
+    algo: Literal["ppo", "dt"] = Field(
+        "ppo", description="ppo: online GTrXL-PPO; dt: offline Decision Transformer."
+    )
     run: RunConfig = Field(default_factory=RunConfig, description="Run directory, seed, device.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment.")
     rollout: RolloutConfig = Field(
@@ -170,6 +228,7 @@ class TrainConfig(StrictModel):
     model: ModelConfig = Field(default_factory=ModelConfig, description="Network.")
     ppo: PPOConfig = Field(default_factory=PPOConfig, description="PPO learner.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Final evaluation.")
+    dt: DTConfig = Field(default_factory=DTConfig, description="Decision Transformer learner.")
 
     @model_validator(mode="after")
     def _minibatches_fit(self) -> TrainConfig:

@@ -74,7 +74,11 @@ def _log_line(message: str) -> None:
 
 
 def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> TrainResult:
-    """Train (or resume) a PPO run described by ``cfg``; returns where it was written."""
+    """Train (or resume) the run described by ``cfg``; returns where it was written."""
+    if cfg.algo == "dt":
+        from rlformer.dt_training import train_dt
+
+        return train_dt(cfg, resume_dir)
     torch.set_num_threads(cfg.run.torch_threads)
     device = resolve_device(cfg.run.device)
     steps_per_iteration = (

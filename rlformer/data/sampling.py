@@ -76,13 +76,24 @@ class WindowSampler:
         self.timesteps = np.concatenate([np.arange(n) for n in self.lengths])
         self.probabilities = self.lengths / self.lengths.sum()
 
-    def _gather(self, episode: np.ndarray, start: np.ndarray) -> WindowBatch:
-        """Windows ``[start, start + K)`` of the given episodes, left-padded past their ends."""
+    def _gather(self, episode: np.ndarray, start: np.ndarray, pad: str = "left") -> WindowBatch:
+        """Windows ``[start, start + K)`` of the given episodes.
+
+        ``pad="left"`` right-aligns the real steps of a window that runs past the episode end
+        (plain DT); ``pad="right"`` keeps them at the front, so consecutive windows of one
+        episode stay contiguous for a DT that carries memory from one window to the next.
+        """
         k = self.context
-        valid = np.minimum(k, self.lengths[episode] - start)  # [B] real steps per window
-        offset = np.arange(k)[None, :] - (k - valid)[:, None]  # [B, K]; < 0 means padding
-        mask = offset >= 0
-        index = self.offsets[episode][:, None] + start[:, None] + np.maximum(offset, 0)  # [B, K]
+        valid = np.clip(self.lengths[episode] - start, 0, k)  # [B] real steps per window
+        steps = np.arange(k)[None, :]
+        offset = (
+            steps - (k - valid)[:, None]
+            if pad == "left"
+            else np.broadcast_to(steps, (len(start), k))
+        )
+        mask = (offset >= 0) & (offset < valid[:, None])
+        index = self.offsets[episode][:, None] + start[:, None] + np.clip(offset, 0, None)  # [B, K]
+        index = np.minimum(index, len(self.rewards) - 1)  # masked positions may point past the end
 
         def take(array: np.ndarray) -> torch.Tensor:
             out = array[index]
@@ -104,10 +115,23 @@ class WindowSampler:
         start = (rng.random(batch_size) * self.lengths[episode]).astype(np.int64)
         return self._gather(episode, start)
 
-    def episode_windows(self, episode: int) -> Iterator[WindowBatch]:
-        """Consecutive K-step windows of one episode (for a DT that carries memory across them).
+    def sample_sequences(
+        self, batch_size: int, segments: int, rng: np.random.Generator
+    ) -> list[WindowBatch]:
+        """``segments`` consecutive right-padded windows per sampled (episode, start).
 
-        Every window but the last is full; the last is left-padded.
+        Starts are aligned to multiples of K, as at evaluation time, where a memory DT fills a
+        window step by step and passes memory on once it is complete.
         """
+        episode = rng.choice(len(self.lengths), size=batch_size, p=self.probabilities)
+        windows = (self.lengths[episode] + self.context - 1) // self.context
+        first = (rng.random(batch_size) * windows).astype(np.int64)
+        first = np.maximum(np.minimum(first, windows - segments), 0)
+        return [
+            self._gather(episode, (first + i) * self.context, pad="right") for i in range(segments)
+        ]
+
+    def episode_windows(self, episode: int) -> Iterator[WindowBatch]:
+        """Consecutive K-step windows of one episode, the last one right-padded."""
         for start in range(0, int(self.lengths[episode]), self.context):
-            yield self._gather(np.array([episode]), np.array([start]))
+            yield self._gather(np.array([episode]), np.array([start]), pad="right")

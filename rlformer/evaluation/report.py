@@ -54,6 +54,32 @@ def evaluate_agent(
     return EvaluationReport(str(checkpoint), env_cfg.id, deterministic, summary, rows)
 
 
+def evaluate_return_conditioned(
+    checkpoint: str | Path, env_id: str | None, targets: list[float] | None, episodes: int
+) -> list[EvaluationReport]:
+    """One report per target return for a Decision Transformer checkpoint."""
+    from rlformer.dt_training import load_dt_policy
+    from rlformer.evaluation.dt_runner import run_return_conditioned
+    from rlformer.runs import load_checkpoint
+
+    policy, cfg = load_dt_policy(load_checkpoint(checkpoint))
+    env_cfg = cfg.env if env_id is None else cfg.env.model_copy(update={"id": env_id, "kwargs": {}})
+    reports = []
+    for target in targets or cfg.dt.target_returns:
+        result = run_return_conditioned(policy, env_cfg, target, episodes)
+        rows = [
+            {"seed": 0, "episode": i, "return": r, "length": n}
+            for i, (r, n) in enumerate(zip(result.returns, result.lengths, strict=True))
+        ]
+        summary = summarize_scores(result.returns, result.successes or None)
+        reports.append(
+            EvaluationReport(
+                str(checkpoint), f"{env_cfg.id} target {target:g}", True, summary, rows
+            )
+        )
+    return reports
+
+
 def print_summary(report: EvaluationReport) -> None:
     s = report.summary
     table = Table(title=f"{report.env_id} ({s.episodes} episodes)")

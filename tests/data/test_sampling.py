@@ -61,3 +61,19 @@ def test_consecutive_windows_cover_the_episode_once() -> None:
     steps = np.concatenate([w.timesteps[w.mask].numpy() for w in windows])
     np.testing.assert_array_equal(steps, np.arange(10))
     assert [int(w.mask.sum()) for w in windows] == [4, 4, 2]
+    np.testing.assert_array_equal(windows[-1].mask.numpy(), [[1, 1, 0, 0]])
+
+
+def test_consecutive_sequences_are_contiguous_and_aligned() -> None:
+    sampler = WindowSampler(Dataset([_episode(10), _episode(7, 100)], "test"), context=4)
+    segments = sampler.sample_sequences(64, 2, np.random.default_rng(0))
+    first, second = segments
+    for row in range(64):
+        real = np.concatenate(
+            [
+                first.timesteps[row][first.mask[row]].numpy(),
+                second.timesteps[row][second.mask[row]].numpy(),
+            ]
+        )
+        assert real[0] % 4 == 0 and (np.diff(real) == 1).all()
+        assert first.mask[row].all()  # only the later window may be short

@@ -1,0 +1,155 @@
+"""Return-conditioned evaluation of a Decision Transformer, vectorised over environments.
+
+Bookkeeping per env slot, as in the DT paper: start with ``R_0 = target``; after reward r_t the
+next step is conditioned on ``R_{t+1} = R_t - r_t`` (divided by the return scale for the model).
+Plain DT looks at the last K steps (left-padded); a memory DT fills windows of K steps aligned
+to the episode start, carrying the core's memory from each completed window into the next, which
+is exactly how it was trained.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlformer.config import EnvConfig
+from rlformer.evaluation.runner import EpisodeResults
+from rlformer.models.decision_transformer import DecisionTransformer
+from rlformer.rollout.env_factory import make_env
+
+
+@dataclass
+class DTPolicy:
+    """A trained DT plus everything needed to feed it: normalisation, scale, context."""
+
+    model: DecisionTransformer
+    state_mean: np.ndarray
+    state_std: np.ndarray
+    return_scale: float
+    context: int
+    carry_memory: bool
+    action_low: np.ndarray | None = None  # continuous actions are trained in [-1, 1]
+    action_high: np.ndarray | None = None
+
+    def to_env_action(self, prediction: np.ndarray) -> np.ndarray:
+        if self.model.discrete:
+            return prediction.argmax(-1)
+        if self.action_low is None or self.action_high is None:
+            return prediction
+        return self.action_low + (prediction + 1.0) * 0.5 * (self.action_high - self.action_low)
+
+    def normalize_action(self, action: np.ndarray) -> np.ndarray:
+        if self.model.discrete or self.action_low is None or self.action_high is None:
+            return action
+        return 2.0 * (action - self.action_low) / (self.action_high - self.action_low) - 1.0
+
+
+@torch.no_grad()
+def run_return_conditioned(
+    policy: DTPolicy,
+    env_cfg: EnvConfig,
+    target_return: float,
+    episodes: int,
+    seed: int = 0,
+    max_steps: int = 10_000,
+) -> EpisodeResults:
+    """``episodes`` episodes in parallel (one env each), conditioned on ``target_return``."""
+    model, k = policy.model.eval(), policy.context
+    envs = [
+        make_env(env_cfg.id, env_cfg.kwargs, env_cfg.max_episode_steps) for _ in range(episodes)
+    ]
+    limit = min(max_steps, envs[0].spec.max_episode_steps or max_steps)
+    n = episodes
+    state_dim, act_dim = model.state_dim, model.act_dim
+    states = np.zeros((n, limit + 1, state_dim), np.float32)
+    actions = np.zeros((n, limit + 1) if model.discrete else (n, limit + 1, act_dim), np.float32)
+    rtg = np.zeros((n, limit + 1), np.float32)
+    rtg[:, 0] = target_return
+    returns, lengths = np.zeros(n), np.zeros(n, np.int64)
+    active = np.ones(n, dtype=bool)
+    successes: list[float] = []
+    for i, env in enumerate(envs):
+        obs, _ = env.reset(seed=seed + i)
+        states[i, 0] = (
+            np.asarray(obs, np.float32).reshape(-1) - policy.state_mean
+        ) / policy.state_std
+    memory = None
+    for t in range(limit):
+        if policy.carry_memory:
+            start = (t // k) * k
+            window = np.arange(start, start + k)  # right-padded: steps after t are masked
+            mask = window <= t
+            position = t - start
+        else:
+            window = np.arange(t - k + 1, t + 1)  # left-padded: steps before 0 are masked
+            mask = window >= 0
+            position = k - 1
+        idx = np.clip(window, 0, limit)
+        batch_mask = torch.as_tensor(np.broadcast_to(mask, (n, k)).copy())
+        tensors = _window_tensors(states, actions, rtg, idx, batch_mask, policy, model.discrete)
+        out = model(*tensors, batch_mask, memory=memory if policy.carry_memory else None)
+        prediction = out.action_preds[:, position].float().numpy()
+        env_actions = policy.to_env_action(prediction)
+        for i in np.flatnonzero(active):
+            obs, reward, term, trunc, info = envs[i].step(env_actions[i])
+            actions[i, t] = (
+                policy.normalize_action(np.asarray(env_actions[i], np.float32))
+                if not model.discrete
+                else env_actions[i]
+            )
+            returns[i] += reward
+            lengths[i] += 1
+            rtg[i, t + 1] = rtg[i, t] - reward
+            states[i, t + 1] = (
+                np.asarray(obs, np.float32).reshape(-1) - policy.state_mean
+            ) / policy.state_std
+            if term or trunc:
+                active[i] = False
+                if "is_success" in info:
+                    successes.append(float(info["is_success"]))
+        if policy.carry_memory and position == k - 1:
+            # The window is complete (actions known): its memory feeds the next window.
+            tensors = _window_tensors(states, actions, rtg, idx, batch_mask, policy, model.discrete)
+            memory = model(*tensors, batch_mask, memory=memory).memory
+        if not active.any():
+            break
+    for env in envs:
+        env.close()
+    return EpisodeResults(returns.tolist(), lengths.tolist(), successes)
+
+
+def _window_tensors(
+    states: np.ndarray,
+    actions: np.ndarray,
+    rtg: np.ndarray,
+    idx: np.ndarray,
+    mask: torch.Tensor,
+    policy: DTPolicy,
+    discrete: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    keep = mask.numpy()
+    s = states[:, idx] * keep[..., None]
+    a = actions[:, idx] * (keep if discrete else keep[..., None])
+    r = rtg[:, idx] * keep / policy.return_scale
+    timesteps = np.broadcast_to(np.clip(idx, 0, None), keep.shape) * keep
+    action_tensor = torch.as_tensor(a).long() if discrete else torch.as_tensor(a)
+    return (
+        torch.as_tensor(s),
+        action_tensor,
+        torch.as_tensor(r)[..., None],
+        torch.as_tensor(timesteps).long(),
+    )
+
+
+def action_bounds(space: gym.Space) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Finite Box bounds used to train continuous actions in [-1, 1] (None otherwise)."""
+    if (
+        isinstance(space, gym.spaces.Box)
+        and np.isfinite(space.low).all()
+        and np.isfinite(space.high).all()
+    ):
+        return space.low.astype(np.float32).reshape(-1), space.high.astype(np.float32).reshape(-1)
+    return None, None

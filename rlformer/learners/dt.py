@@ -1,0 +1,88 @@
+"""Decision Transformer learner: AdamW with linear warm-up and gradient clipping.
+
+``update(windows)`` takes one window batch (plain DT) or a list of consecutive windows of the
+same episodes (memory DT): the core's memory is carried from each window into the next
+(detached, as Transformer-XL does), and the loss averages over all windows' real steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlformer.config import DTConfig
+from rlformer.data.sampling import WindowBatch
+from rlformer.models.decision_transformer import DecisionTransformer, dt_loss
+
+
+class DTLearner:
+    """Owns optimiser and schedule; ``update(windows) -> metrics``."""
+
+    def __init__(self, model: DecisionTransformer, cfg: DTConfig, device: torch.device) -> None:
+        self.model = model.to(device)
+        self.cfg = cfg
+        self.device = device
+        self.step = 0
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay
+        )
+        warmup = max(cfg.warmup_steps, 1)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: min(1.0, (step + 1) / warmup)
+        )
+
+    def _to_device(self, batch: WindowBatch) -> WindowBatch:
+        return WindowBatch(
+            *(getattr(batch, f).to(self.device) for f in WindowBatch.__dataclass_fields__)
+        )
+
+    def update(self, windows: WindowBatch | list[WindowBatch]) -> dict[str, float]:
+        """One gradient step on a window batch (or consecutive windows carrying memory)."""
+        segments = [windows] if isinstance(windows, WindowBatch) else windows
+        self.model.train()
+        memory = None
+        losses = []
+        for raw in segments:
+            batch = self._to_device(raw)
+            if not batch.mask.any():
+                continue
+            out = self.model(
+                batch.states,
+                batch.actions,
+                batch.returns_to_go,
+                batch.timesteps,
+                batch.mask,
+                memory=memory,
+            )
+            memory = out.memory
+            weight = batch.mask.sum()
+            losses.append(
+                (dt_loss(out.action_preds, batch.actions, batch.mask, self.model.discrete), weight)
+            )
+        total = sum(w for _, w in losses)
+        loss = sum(l * w for l, w in losses) / total
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+        self.optimizer.step()
+        self.schedule.step()
+        self.step += 1
+        return {
+            "loss/action": loss.item(),
+            "grad_norm": float(grad_norm),
+            "lr": float(self.schedule.get_last_lr()[0]),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": self.schedule.state_dict(),
+            "step": self.step,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.step = state["step"]

@@ -1,0 +1,134 @@
+"""Return-conditioned evaluation bookkeeping, and DT training end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rlformer.config import EnvConfig
+from rlformer.core import CoreConfig
+from rlformer.evaluation.dt_runner import DTPolicy, run_return_conditioned
+from rlformer.models.decision_transformer import DecisionTransformer
+
+
+def _recording_policy(carry_memory: bool, context: int = 4) -> tuple[DTPolicy, list[dict]]:
+    torch.manual_seed(0)
+    core = CoreConfig(
+        n_layers=1, d_model=16, n_heads=1, d_ff=32, memory_length=3 * context, precision="fp32"
+    )
+    model = DecisionTransformer(state_dim=4, act_dim=2, discrete=True, core=core)
+    calls: list[dict] = []
+
+    def record(module, args, kwargs):  # noqa: ANN001, ANN202
+        states, actions, rtg, timesteps, mask = args[:5]
+        calls.append(
+            {
+                "rtg": rtg[..., 0].clone(),
+                "timesteps": timesteps.clone(),
+                "mask": mask.clone(),
+                "memory": kwargs.get("memory") is not None,
+            }
+        )
+
+    model.register_forward_pre_hook(record, with_kwargs=True)
+    policy = DTPolicy(
+        model,
+        np.zeros(4, np.float32),
+        np.ones(4, np.float32),
+        return_scale=2.0,
+        context=context,
+        carry_memory=carry_memory,
+    )
+    return policy, calls
+
+
+def test_plain_dt_decrements_return_to_go_and_keeps_last_k_steps() -> None:
+    policy, calls = _recording_policy(carry_memory=False)
+    env = EnvConfig(id="CartPole-v1", max_episode_steps=7)
+    result = run_return_conditioned(policy, env, target_return=10.0, episodes=2)
+    assert result.lengths == [7, 7] and result.returns == [7.0, 7.0]
+    assert len(calls) == 7
+    # CartPole pays 1 per step: at step t the model sees R_t = (10 - t) / 2 for the last K steps.
+    step5 = calls[5]
+    np.testing.assert_allclose(step5["rtg"][0].numpy(), [(10 - t) / 2 for t in (2, 3, 4, 5)])
+    np.testing.assert_array_equal(step5["timesteps"][0].numpy(), [2, 3, 4, 5])
+    # Early steps are left-padded.
+    np.testing.assert_array_equal(calls[1]["mask"][0].numpy(), [False, False, True, True])
+    np.testing.assert_allclose(calls[1]["rtg"][0].numpy(), [0, 0, 5.0, 4.5])
+    assert not any(c["memory"] for c in calls)
+
+
+def test_memory_dt_fills_aligned_windows_and_passes_memory_on() -> None:
+    policy, calls = _recording_policy(carry_memory=True)
+    run_return_conditioned(policy, EnvConfig(id="CartPole-v1", max_episode_steps=6), 10.0, 1)
+    # Steps 0-3 fill window [0, 4) (right-padded while filling), then one extra call completes it
+    # with the real actions to produce memory; steps 4-5 use window [4, 8) with that memory.
+    masks = [c["mask"][0].tolist() for c in calls]
+    assert masks[0] == [True, False, False, False]
+    assert masks[3] == [True, True, True, True] and masks[4] == [True, True, True, True]
+    assert masks[5] == [True, False, False, False]
+    np.testing.assert_array_equal(calls[5]["timesteps"][0].numpy(), [4, 0, 0, 0])
+    np.testing.assert_allclose(calls[5]["rtg"][0, 0].item(), (10 - 4) / 2)
+    assert [c["memory"] for c in calls] == [False] * 4 + [False, True, True]
+
+
+@pytest.mark.slow
+def test_dt_trains_from_a_recorded_dataset_and_resumes(tmp_path: Path) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [sys.executable, "-m", "rlformer.cli", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert out.returncode == 0, out.stderr
+        return out
+
+    data = tmp_path / "pend.hdf5"
+    cli("collect", "--env", "Pendulum-v1", "--steps", "800", "--out", str(data))
+    common = [
+        "--set",
+        "algo=dt",
+        "--set",
+        "env.id=Pendulum-v1",
+        "--set",
+        f"dt.dataset={data}",
+        "--set",
+        "dt.context=5",
+        "--set",
+        "dt.batch_size=8",
+        "--set",
+        "dt.log_every=5",
+        "--set",
+        "run.checkpoint_every=2",
+        "--set",
+        "dt.core.n_layers=1",
+        "--set",
+        "dt.core.d_model=16",
+        "--set",
+        "dt.core.d_ff=32",
+        "--set",
+        "dt.core.dropout=0.0",
+        "--set",
+        "eval.episodes=2",
+        "--set",
+        "dt.target_returns=[-200,-800]",
+        "--set",
+        f"run.root={tmp_path / 'runs'}",
+    ]
+    cli("train", "--set", "dt.train_steps=20", *common)
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    evaluation = json.loads((run_dir / "eval.json").read_text())
+    assert {"target_-200/return_mean", "target_-800/return_mean"} <= evaluation.keys()
+    cli("train", "--resume", str(run_dir), "--set", "dt.train_steps=30")
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "loss/action" in r] == [5, 10, 15, 20, 25, 30]
+    result = cli("eval", str(run_dir), "--target-return", "-300,-900", "--episodes", "2")
+    assert "target -300" in result.stdout and "target -900" in result.stdout
