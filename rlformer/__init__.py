@@ -5,3 +5,5 @@ memory-enabled attention core (:mod:`rlformer.core`).
 """
 
 __version__ = "0.1.0"
+
+import rlformer_envs as _register_tasks  # noqa: E402, F401  (registers the rlformer/* env ids)
