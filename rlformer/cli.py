@@ -165,13 +165,29 @@ def collect(
     random_fraction: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="Share of steps with a uniformly random action.")
     ] = 0.0,
+    stochastic: Annotated[
+        bool, typer.Option(help="Sample a trained policy's actions instead of taking the mode.")
+    ] = False,
 ) -> None:
-    """Record an offline dataset from a policy, in the D4RL HDF5 layout with metadata."""
+    """Record an offline dataset from a policy, in the D4RL HDF5 layout with metadata.
+
+    --noise and --random-fraction turn one trained policy into medium- or replay-like data.
+    """
     from rlformer.data.inspect import format_summary, summarize_dataset
     from rlformer.data.recorder import collect_dataset
 
     try:
-        dataset = collect_dataset(policy, env, steps, out, seed, num_envs, noise, random_fraction)
+        dataset = collect_dataset(
+            policy,
+            env,
+            steps,
+            out,
+            seed=seed,
+            num_envs=num_envs,
+            noise=noise,
+            random_fraction=random_fraction,
+            deterministic=not stochastic,
+        )
     except _user_errors() as err:
         fail(str(err))
     typer.echo(f"wrote {out}")

@@ -1,11 +1,18 @@
 """The D4RL HDF5 layout: read it with validation, and write rlformer recordings in it.
 
-Flat arrays over all transitions: ``observations [N, ...]``, ``actions [N, ...]``,
+Flat arrays over all N transitions: ``observations [N, ...]``, ``actions [N, ...]``,
 ``rewards [N]``, ``terminals [N]``, ``timeouts [N]``, optional ``next_observations [N, ...]`` and
-``infos/<key> [N, ...]``. An episode ends where ``terminals`` or ``timeouts`` is set; transitions
-after the last end form a trailing partial episode, kept and marked truncated (as D4RL's own
-``sequence_dataset`` would drop them silently, which loses data without saying so).
-rlformer recordings add file attributes: env id, policy, seed, episode returns.
+``infos/<key> [N, ...]``. An episode ends after a step where ``terminals`` or ``timeouts`` is set
+(``terminals`` wins when both are). ``timeouts`` may be absent (older files); then only
+terminals end episodes.
+
+Transitions after the last end form a **trailing partial episode**: it is kept and marked
+``truncated`` (not terminated), since it was cut off by the end of the recording. D4RL's own
+``sequence_dataset`` silently drops it; dropping would lose data without saying so, and a
+truncated episode is exactly right for return-to-go sampling (no terminal is claimed).
+
+rlformer recordings are files in this layout plus attributes (env id, policy, seed, episode
+returns, rlformer version); lists and dicts are stored as JSON strings.
 """
 
 from __future__ import annotations
@@ -21,69 +28,87 @@ from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.errors import DatasetError
 
 REQUIRED = ("observations", "actions", "rewards", "terminals")
+OPTIONAL = ("timeouts", "next_observations")
 HOW_TO_MAKE = (
     "record one with `rlformer collect --env ENV_ID --out FILE` or place a D4RL-format HDF5 "
     "file (keys observations, actions, rewards, terminals, timeouts) there"
 )
 
 
-def _numeric(path: Path, key: str, array: np.ndarray) -> np.ndarray:
+def _checked(path: Path, key: str, array: np.ndarray) -> np.ndarray:
+    """``array`` if it is numeric, per-transition and finite; else a DatasetError."""
+    if array.ndim == 0:
+        raise DatasetError(f"{path}: '{key}' is a single value; expected one entry per transition")
     if array.dtype.kind not in "fiub":
         raise DatasetError(f"{path}: '{key}' has dtype {array.dtype}; expected numbers or booleans")
-    if array.dtype.kind == "f" and not np.isfinite(array).all():
-        bad = int(np.argwhere(~np.isfinite(array.reshape(len(array), -1)))[0, 0])
-        raise DatasetError(f"{path}: '{key}' contains NaN or inf (first at transition {bad})")
+    if array.dtype.kind == "f":
+        finite = np.isfinite(array.reshape(len(array), -1)).all(axis=1)  # [N]
+        if not finite.all():
+            bad = int(np.argmin(finite))
+            raise DatasetError(f"{path}: '{key}' contains NaN or inf (first at transition {bad})")
     return array
 
 
-def read_d4rl(path: str | Path) -> Dataset:
-    """Read and validate a D4RL-layout file (also rlformer's own recordings)."""
-    path = Path(path)
+def _open(path: Path) -> h5py.File:
     if not path.is_file():
         raise DatasetError(f"{path}: dataset file not found; {HOW_TO_MAKE}")
     try:
-        handle = h5py.File(path, "r")
+        return h5py.File(path, "r")
     except OSError as err:
         raise DatasetError(
             f"{path}: not a readable HDF5 file (truncated or another format): {err}"
         ) from None
-    with handle:
+
+
+def read_d4rl(path: str | Path) -> Dataset:
+    """Read and validate a D4RL-layout file (rlformer's own recordings included).
+
+    Raises:
+        DatasetError: one line naming the file and the problem — missing file or keys,
+            mismatched lengths, NaN/inf, non-numeric dtypes, truncated or non-HDF5 files.
+    """
+    path = Path(path)
+    with _open(path) as handle:
         missing = [key for key in REQUIRED if key not in handle]
         if missing:
             raise DatasetError(f"{path}: missing key(s) {', '.join(missing)}; {HOW_TO_MAKE}")
         arrays: dict[str, np.ndarray] = {}
+        infos: dict[str, np.ndarray] = {}
         try:
-            for key in (*REQUIRED, "timeouts", "next_observations"):
+            for key in (*REQUIRED, *OPTIONAL):
                 if key in handle:
-                    arrays[key] = _numeric(path, key, np.asarray(handle[key][()]))
-            infos = {
-                key: np.asarray(handle["infos"][key][()])
-                for key in (handle["infos"].keys() if "infos" in handle else [])
-                if isinstance(handle["infos"][key], h5py.Dataset)
-            }
-        except (OSError, KeyError) as err:
+                    arrays[key] = _checked(path, key, np.asarray(handle[key][()]))
+            group = handle.get("infos")
+            if isinstance(group, h5py.Group):
+                for key, item in group.items():
+                    if isinstance(item, h5py.Dataset):
+                        infos[key] = np.asarray(item[()])
+            metadata = {key: _attr(value) for key, value in handle.attrs.items()}
+        except (OSError, KeyError, RuntimeError) as err:
             raise DatasetError(f"{path}: could not read arrays (truncated file?): {err}") from None
-        metadata = {key: _attr(value) for key, value in handle.attrs.items()}
     count = len(arrays["observations"])
     for key, array in [*arrays.items(), *((f"infos/{k}", v) for k, v in infos.items())]:
-        if len(array) != count:
-            raise DatasetError(
-                f"{path}: '{key}' has {len(array)} entries but observations has {count}"
-            )
+        if array.ndim == 0 or len(array) != count:
+            entries = "a single value" if array.ndim == 0 else f"{len(array)} entries"
+            raise DatasetError(f"{path}: '{key}' has {entries} but observations has {count}")
     if count == 0:
         raise DatasetError(f"{path}: the dataset holds no transitions")
-    rewards = arrays["rewards"].astype(np.float32).reshape(count, -1)
+    rewards = arrays["rewards"].astype(np.float32).reshape(count, -1)  # [N, 1] also accepted
     if rewards.shape[1] != 1:
         raise DatasetError(
-            f"{path}: 'rewards' must be one number per transition, got {rewards.shape}"
+            f"{path}: 'rewards' must be one number per transition, got shape {rewards.shape}"
         )
-    terminals = arrays["terminals"].astype(bool).reshape(count)
-    timeouts = arrays.get("timeouts", np.zeros(count)).astype(bool).reshape(count)
-    episodes = _split(arrays, rewards[:, 0], terminals, timeouts, infos)
+    terminals = arrays["terminals"].astype(bool).reshape(count, -1)
+    timeouts = arrays.get("timeouts", np.zeros(count, dtype=bool)).astype(bool).reshape(count, -1)
+    for key, flags in (("terminals", terminals), ("timeouts", timeouts)):
+        if flags.shape[1] != 1:
+            raise DatasetError(f"{path}: '{key}' must be one flag per transition")
+    episodes = _split(arrays, rewards[:, 0], terminals[:, 0], timeouts[:, 0], infos)
     return Dataset(episodes, source=f"d4rl:{path}", metadata=metadata)
 
 
 def _attr(value: Any) -> Any:
+    """An HDF5 attribute as a Python value (JSON strings decoded, arrays as lists)."""
     if isinstance(value, bytes):
         value = value.decode()
     if isinstance(value, str) and value[:1] in "[{":
@@ -91,7 +116,9 @@ def _attr(value: Any) -> Any:
             return json.loads(value)
         except json.JSONDecodeError:
             return value
-    return value.tolist() if isinstance(value, np.ndarray) else value
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _split(
@@ -101,15 +128,16 @@ def _split(
     timeouts: np.ndarray,
     infos: dict[str, np.ndarray],
 ) -> list[Episode]:
-    ends = np.flatnonzero(terminals | timeouts) + 1
+    """Cut the flat arrays into episodes after every terminal / timeout step."""
     count = len(rewards)
-    bounds = list(zip(np.r_[0, ends[:-1]], ends, strict=True))
-    if not len(ends) or ends[-1] < count:
-        bounds.append((ends[-1] if len(ends) else 0, count))  # trailing partial episode
+    stops = np.flatnonzero(terminals | timeouts) + 1  # exclusive ends of complete episodes
+    if len(stops) == 0 or stops[-1] < count:
+        stops = np.r_[stops, count]  # the trailing partial episode
+    starts = np.r_[0, stops[:-1]]
+    next_obs = arrays.get("next_observations")
     episodes = []
-    for start, stop in bounds:
-        last = stop - 1
-        terminated = bool(terminals[last])
+    for start, stop in zip(starts, stops, strict=True):
+        terminated = bool(terminals[stop - 1])
         episodes.append(
             Episode(
                 observations=arrays["observations"][start:stop],
@@ -117,36 +145,52 @@ def _split(
                 rewards=rewards[start:stop],
                 terminated=terminated,
                 truncated=not terminated,
-                next_observations=(
-                    arrays["next_observations"][start:stop]
-                    if "next_observations" in arrays
-                    else None
-                ),
+                next_observations=None if next_obs is None else next_obs[start:stop],
                 infos={key: value[start:stop] for key, value in infos.items()},
             )
         )
     return episodes
 
 
+def _end_flags(episodes: list[Episode], which: str) -> np.ndarray:
+    """``[N]`` bools, True on the last step of every episode whose ``which`` flag is set."""
+    flags = np.zeros(sum(len(e) for e in episodes), dtype=bool)
+    ends = np.cumsum([len(e) for e in episodes]) - 1
+    flags[ends] = [bool(getattr(e, which)) for e in episodes]
+    return flags
+
+
 def write_d4rl(path: str | Path, episodes: list[Episode], metadata: dict[str, Any]) -> None:
-    """Write episodes in the D4RL layout (temp file + rename, so a crash leaves no half file)."""
+    """Write episodes in the D4RL layout (temp file + rename, so a crash leaves no half file).
+
+    ``next_observations`` and ``infos/<key>`` are written when every episode has them.
+    Metadata values that are None are left out (HDF5 attributes cannot hold None).
+    """
+    if not episodes:
+        raise DatasetError(f"{path}: no episodes to write")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
 
     def cat(name: str) -> np.ndarray:
-        return np.concatenate([getattr(e, name) for e in episodes])
+        return np.concatenate([getattr(e, name) for e in episodes])  # [N, ...]
 
-    terminals = np.concatenate([np.eye(1, len(e), len(e) - 1)[0] * e.terminated for e in episodes])
-    timeouts = np.concatenate([np.eye(1, len(e), len(e) - 1)[0] * e.truncated for e in episodes])
-    with h5py.File(tmp, "w") as handle:
-        handle["observations"] = cat("observations")
-        handle["actions"] = cat("actions")
-        handle["rewards"] = cat("rewards").astype(np.float32)
-        handle["terminals"] = terminals.astype(bool)
-        handle["timeouts"] = timeouts.astype(bool)
-        if all(e.next_observations is not None for e in episodes):
-            handle["next_observations"] = cat("next_observations")
-        for key, value in metadata.items():
-            handle.attrs[key] = json.dumps(value) if isinstance(value, (list, dict)) else value
-    tmp.replace(path)
+    try:
+        with h5py.File(tmp, "w") as handle:
+            handle["observations"] = cat("observations")
+            handle["actions"] = cat("actions")
+            handle["rewards"] = cat("rewards").astype(np.float32)
+            handle["terminals"] = _end_flags(episodes, "terminated")
+            handle["timeouts"] = _end_flags(episodes, "truncated")
+            if all(e.next_observations is not None for e in episodes):
+                handle["next_observations"] = cat("next_observations")
+            shared = set.intersection(*(set(e.infos) for e in episodes))
+            for key in sorted(shared):
+                handle[f"infos/{key}"] = np.concatenate([e.infos[key] for e in episodes])
+            for key, value in metadata.items():
+                if value is not None:
+                    stored = json.dumps(value) if isinstance(value, (list, dict, tuple)) else value
+                    handle.attrs[key] = stored
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,4 +1,8 @@
-"""Episodes and datasets in memory: the common shape every reader produces."""
+"""Episodes and datasets in memory: the common shape every reader produces.
+
+Readers (D4RL files, Minari, rlformer recordings) all return a :class:`Dataset` of
+:class:`Episode` objects, so samplers and tools never care where data came from.
+"""
 
 from __future__ import annotations
 
@@ -22,10 +26,12 @@ class Episode:
     infos: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
+        """Number of steps."""
         return int(self.rewards.shape[0])
 
     @property
     def episode_return(self) -> float:
+        """Undiscounted sum of rewards."""
         return float(self.rewards.sum())
 
 
@@ -39,17 +45,21 @@ class Dataset:
 
     @property
     def num_episodes(self) -> int:
+        """Number of episodes (a trailing cut-off one included)."""
         return len(self.episodes)
 
     @property
     def num_transitions(self) -> int:
+        """Steps over all episodes."""
         return sum(len(e) for e in self.episodes)
 
     @property
     def returns(self) -> np.ndarray:
+        """``[num_episodes]`` undiscounted episode returns."""
         return np.array([e.episode_return for e in self.episodes], dtype=np.float64)
 
     @property
     def env_id(self) -> str | None:
+        """The Gymnasium env id the data came from, when the source recorded it."""
         value = self.metadata.get("env_id")
         return None if value is None else str(value)

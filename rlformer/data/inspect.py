@@ -1,4 +1,8 @@
-"""``rlformer dataset info``: what a dataset holds, in one screen."""
+"""``rlformer dataset info``: what a dataset holds, in one screen.
+
+The summary is computed once (:func:`summarize_dataset`) and formatted separately
+(:func:`format_summary`), so tests and other tools can use the numbers without parsing text.
+"""
 
 from __future__ import annotations
 
@@ -10,55 +14,96 @@ from rlformer.data.episodes import Dataset
 from rlformer.data.references import normalized_score
 
 
-@dataclass
+@dataclass(frozen=True)
+class Stats:
+    """Minimum, mean and maximum of some per-episode quantity."""
+
+    min: float
+    mean: float
+    max: float
+
+    @staticmethod
+    def of(values: np.ndarray) -> Stats:
+        """Statistics of a non-empty array."""
+        return Stats(float(values.min()), float(values.mean()), float(values.max()))
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """Shape of one step's array (without the time axis), dtype and value range."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"shape {self.shape} dtype {self.dtype} range [{self.low:.3g}, {self.high:.3g}]"
+
+
+@dataclass(frozen=True)
 class DatasetSummary:
+    """Everything ``rlformer dataset info`` prints."""
+
     source: str
     env_id: str | None
     episodes: int
-    transitions: int
-    return_min: float
-    return_mean: float
-    return_max: float
-    observation: str
-    action: str
-    normalized_mean: float | None
     terminated_episodes: int
+    transitions: int
+    lengths: Stats
+    returns: Stats
+    observation: ArrayInfo
+    action: ArrayInfo
+    normalized: Stats | None  # D4RL scale, only where reference returns exist for the env
 
 
-def _describe(arrays: list[np.ndarray]) -> str:
-    flat = np.concatenate(arrays)
-    shape = flat.shape[1:]
-    return f"shape {tuple(shape)} dtype {flat.dtype} range [{flat.min():.3g}, {flat.max():.3g}]"
+def _array_info(arrays: list[np.ndarray]) -> ArrayInfo:
+    flat = np.concatenate(arrays)  # [N, *shape]
+    return ArrayInfo(tuple(flat.shape[1:]), str(flat.dtype), float(flat.min()), float(flat.max()))
 
 
 def summarize_dataset(dataset: Dataset) -> DatasetSummary:
+    """Counts, return statistics, spaces and D4RL-normalised returns of a dataset.
+
+    The env for reference scores is the recorded env id, else the dataset's name or file name.
+    """
     returns = dataset.returns
+    score_min = normalized_score(float(returns.min()), dataset.env_id or dataset.source)
+    normalized = None
+    if score_min is not None:
+        scores = np.array([normalized_score(r, dataset.env_id or dataset.source) for r in returns])
+        normalized = Stats.of(scores)
     return DatasetSummary(
         source=dataset.source,
         env_id=dataset.env_id,
         episodes=dataset.num_episodes,
-        transitions=dataset.num_transitions,
-        return_min=float(returns.min()),
-        return_mean=float(returns.mean()),
-        return_max=float(returns.max()),
-        observation=_describe([e.observations for e in dataset.episodes]),
-        action=_describe([e.actions for e in dataset.episodes]),
-        normalized_mean=normalized_score(float(returns.mean()), dataset.env_id or dataset.source),
         terminated_episodes=sum(e.terminated for e in dataset.episodes),
+        transitions=dataset.num_transitions,
+        lengths=Stats.of(np.array([len(e) for e in dataset.episodes], dtype=np.float64)),
+        returns=Stats.of(returns),
+        observation=_array_info([e.observations for e in dataset.episodes]),
+        action=_array_info([e.actions for e in dataset.episodes]),
+        normalized=normalized,
     )
 
 
 def format_summary(s: DatasetSummary) -> str:
+    """Aligned ``label  value`` lines for the terminal."""
+
+    def stats(x: Stats, digits: int = 2) -> str:
+        return f"min {x.min:.{digits}f}  mean {x.mean:.{digits}f}  max {x.max:.{digits}f}"
+
     lines = [
         f"dataset       {s.source}",
         f"env           {s.env_id or 'unknown'}",
         f"episodes      {s.episodes} ({s.terminated_episodes} terminated, "
-        f"{s.episodes - s.terminated_episodes} truncated)",
+        f"{s.episodes - s.terminated_episodes} truncated or cut off)",
         f"transitions   {s.transitions}",
-        f"returns       min {s.return_min:.2f}  mean {s.return_mean:.2f}  max {s.return_max:.2f}",
+        f"lengths       {stats(s.lengths, 1)}",
+        f"returns       {stats(s.returns)}",
         f"observations  {s.observation}",
         f"actions       {s.action}",
     ]
-    if s.normalized_mean is not None:
-        lines.append(f"normalized    {s.normalized_mean:.1f} (D4RL scale: 0 random, 100 expert)")
+    if s.normalized is not None:
+        lines.append(f"normalized    {stats(s.normalized, 1)}  (D4RL: 0 random, 100 expert)")
     return "\n".join(lines)

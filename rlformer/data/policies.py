@@ -1,8 +1,8 @@
 """Action sources for recording datasets: random, an rlformer run, or a stable-baselines3 model.
 
-All share ``act(obs [E, ...], episode_start [E]) -> actions [E, ...]`` over a vector env, so the
-recorder never branches on where actions come from. Memory policies (rlformer GTrXL, SB3
-RecurrentPPO) keep their state per env slot and reset it at episode starts.
+All share ``act(obs [E, ...], episode_start [E]) -> actions [E, ...]`` over a vector env of E
+slots, so the recorder never branches on where actions come from. Memory policies (rlformer
+GTrXL, sb3-contrib RecurrentPPO) keep their state per env slot and reset it at episode starts.
 """
 
 from __future__ import annotations
@@ -20,11 +20,17 @@ from rlformer.data.errors import DatasetError
 
 
 class ActionSource(Protocol):
+    """Anything that picks one action per env slot.
+
+    ``episode_start[e]`` is True on the first step of a new episode in slot ``e``, which is
+    where a memory policy must forget what it saw before.
+    """
+
     def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray: ...
 
 
 class RandomPolicy:
-    """Uniform actions from the action space (seeded)."""
+    """Uniform actions from the action space (seeded, so recordings repeat)."""
 
     def __init__(self, action_space: gym.Space, num_envs: int, seed: int) -> None:
         self.space = action_space
@@ -32,21 +38,31 @@ class RandomPolicy:
         self.num_envs = num_envs
 
     def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+        """``num_envs`` independent samples of the action space."""
         return np.stack([self.space.sample() for _ in range(self.num_envs)])
 
 
 class RlformerPolicy:
-    """A trained rlformer agent from a run directory or checkpoint (its memory per env slot)."""
+    """A trained rlformer PPO agent from a run directory or checkpoint (memory per env slot)."""
 
     def __init__(self, path: str, num_envs: int, seed: int, deterministic: bool = True) -> None:
+        from rlformer.runs import load_checkpoint
         from rlformer.training import load_agent
 
+        kind = load_checkpoint(path).get("kind", "ppo")
+        if kind != "ppo":
+            raise DatasetError(
+                f"{path}: a {kind!r} checkpoint; `rlformer collect` records from PPO runs, "
+                "stable-baselines3 models (sb3:FILE.zip) or random"
+            )
         self.model, self.cfg, _ = load_agent(path)
+        self.model.eval()
         self.state = self.model.initial_state(num_envs)
         self.deterministic = deterministic
         self.generator = torch.Generator().manual_seed(seed)
 
     def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+        """One step of the agent; its memory is reset in slots where an episode starts."""
         out = self.model.act(
             torch.as_tensor(obs),
             self.state,
@@ -58,52 +74,84 @@ class RlformerPolicy:
         return self.model.env_action(out.action)
 
 
-# Policy module (as stored in the zip) -> algorithm class. On-policy algorithms (PPO, A2C) share
-# ActorCriticPolicy in stable_baselines3.common.policies; loading either with PPO predicts the same.
-SB3_ALGORITHMS = (
-    ("recurrent", ("sb3_contrib", "RecurrentPPO")),
-    (".sac.", ("stable_baselines3", "SAC")),
-    (".td3.", ("stable_baselines3", "TD3")),
-    (".dqn.", ("stable_baselines3", "DQN")),
-    ("stable_baselines3.common.policies", ("stable_baselines3", "PPO")),
+# Policy module named in the zip's ``data`` json -> algorithm that can load it. Algorithms that
+# share a policy class predict identically whichever of them loads the file: PPO, A2C and TRPO
+# all save stable_baselines3.common.policies.ActorCriticPolicy.
+SB3_ALGORITHMS: tuple[tuple[str, str, str], ...] = (
+    ("sb3_contrib.common.recurrent.", "sb3_contrib", "RecurrentPPO"),
+    ("sb3_contrib.common.maskable.", "sb3_contrib", "MaskablePPO"),
+    ("sb3_contrib.tqc.", "sb3_contrib", "TQC"),
+    ("sb3_contrib.qrdqn.", "sb3_contrib", "QRDQN"),
+    ("stable_baselines3.sac.", "stable_baselines3", "SAC"),
+    ("stable_baselines3.td3.", "stable_baselines3", "TD3"),
+    ("stable_baselines3.dqn.", "stable_baselines3", "DQN"),
+    ("stable_baselines3.common.policies", "stable_baselines3", "PPO"),
 )
 
 
-def sb3_algorithm_of(path: Path) -> Any:
-    """The SB3 class that saved ``path``, read from the policy module named in the zip."""
+def _algorithm(package: str, name: str) -> Any:
+    return getattr(__import__(package, fromlist=[name]), name)
+
+
+def sb3_policy_module(path: Path) -> str:
+    """The module of the policy class recorded in an SB3 zip (``''`` when not recorded)."""
     try:
         with zipfile.ZipFile(path) as archive:
             data = json.loads(archive.read("data"))
     except (OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as err:
         raise DatasetError(f"{path}: not a stable-baselines3 model zip ({err})") from None
-    module = str(data.get("policy_class", {}).get("__module__", ""))
-    for key, (package, name) in SB3_ALGORITHMS:
-        if key in module:
-            return getattr(__import__(package, fromlist=[name]), name)
-    raise DatasetError(f"{path}: unknown stable-baselines3 policy module {module!r}")
+    policy = data.get("policy_class", {})
+    return str(policy.get("__module__", "")) if isinstance(policy, dict) else ""
+
+
+def load_sb3_model(path: Path) -> Any:
+    """Load an SB3 / sb3-contrib model, choosing the class from the zip's policy module.
+
+    An unknown module (a custom policy) falls back to trying every known algorithm in turn.
+    """
+    module = sb3_policy_module(path)
+    for prefix, package, name in SB3_ALGORITHMS:
+        if module.startswith(prefix):
+            return _algorithm(package, name).load(path, device="cpu")
+    failures = []
+    for _, package, name in SB3_ALGORITHMS:
+        try:
+            return _algorithm(package, name).load(path, device="cpu")
+        except Exception as err:  # each algorithm rejects foreign files its own way
+            failures.append(f"{name}: {type(err).__name__}")
+    raise DatasetError(
+        f"{path}: no stable-baselines3 algorithm could load it (policy module {module!r}; "
+        f"tried {', '.join(failures)})"
+    )
 
 
 class SB3Policy:
-    """A stable-baselines3 / sb3-contrib model loaded through its own ``load``."""
+    """A stable-baselines3 / sb3-contrib model driven through its own ``predict``."""
 
     def __init__(self, path: str, deterministic: bool = True) -> None:
         file = Path(path)
         if not file.is_file():
             raise DatasetError(f"{file}: stable-baselines3 model file not found")
-        self.model = sb3_algorithm_of(file).load(file, device="cpu")
-        self.state: Any = None
+        self.model = load_sb3_model(file)
+        self.state: Any = None  # LSTM states of RecurrentPPO, None otherwise
         self.deterministic = deterministic
 
     def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+        """``predict`` for all slots; recurrent models reset their state where episodes start."""
         action, self.state = self.model.predict(
             obs, state=self.state, episode_start=episode_start, deterministic=self.deterministic
         )
-        return action
+        return np.asarray(action)
 
 
 class NoisyPolicy:
-    """Perturbs another source: Gaussian noise (Box) or epsilon-random actions (Discrete), and
-    with probability ``random_fraction`` a uniformly random action (for replay-like mixtures)."""
+    """Perturbs another source to make medium- and replay-like data from one policy.
+
+    Box actions get Gaussian noise with standard deviation ``noise`` times half the action range
+    (then clipped to the space); Discrete actions are replaced by a uniform one with probability
+    ``noise`` (epsilon-greedy). Independently, with probability ``random_fraction`` an action
+    is replaced by a uniformly random one — a mixture of the policy and a random policy.
+    """
 
     def __init__(
         self,
@@ -113,21 +161,33 @@ class NoisyPolicy:
         random_fraction: float,
         seed: int,
     ) -> None:
+        if not isinstance(action_space, (gym.spaces.Box, gym.spaces.Discrete)):
+            raise DatasetError(
+                f"action noise needs a Box or Discrete action space, not {action_space}"
+            )
         self.inner, self.space = inner, action_space
         self.noise, self.random_fraction = noise, random_fraction
         self.rng = np.random.default_rng(seed)
-        self.space.seed(seed + 1)
+
+    def _uniform(self, count: int) -> np.ndarray:
+        if isinstance(self.space, gym.spaces.Box):
+            shape = (count, *self.space.shape)
+            return self.rng.uniform(self.space.low, self.space.high, size=shape)
+        assert isinstance(self.space, gym.spaces.Discrete)
+        return self.space.start + self.rng.integers(0, self.space.n, size=count)
 
     def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
-        actions = np.asarray(self.inner.act(obs, episode_start)).copy()
+        """The inner policy's actions, perturbed and partly replaced."""
+        actions = np.asarray(self.inner.act(obs, episode_start))
         count = len(actions)
+        replace = self.rng.random(count) < self.random_fraction  # [E]
         if isinstance(self.space, gym.spaces.Box):
             scale = (self.space.high - self.space.low) / 2.0
             actions = actions + self.rng.normal(size=actions.shape) * self.noise * scale
-            actions = np.clip(actions, self.space.low, self.space.high).astype(self.space.dtype)
-            replace = self.rng.random(count) < self.random_fraction
+            actions = np.clip(actions, self.space.low, self.space.high)
         else:
-            replace = self.rng.random(count) < max(self.noise, self.random_fraction)
-        for i in np.flatnonzero(replace):
-            actions[i] = self.space.sample()
-        return actions
+            replace |= self.rng.random(count) < self.noise
+        actions = np.where(
+            replace.reshape(count, *([1] * (actions.ndim - 1))), self._uniform(count), actions
+        )
+        return actions.astype(self.space.dtype)

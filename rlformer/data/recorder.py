@@ -1,8 +1,15 @@
-"""``rlformer collect``: record a dataset in the D4RL layout from any action source."""
+"""``rlformer collect``: record a dataset in the D4RL layout from any action source.
+
+Transitions come from an in-process vector env with same-step autoreset, so the true final
+observation of an episode is kept as its last ``next_observation``. Episodes still running
+when the step budget is spent are kept and marked truncated: no transition is lost, and the
+D4RL reader splits the file back into exactly these episodes.
+"""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,23 +29,25 @@ from rlformer.data.policies import (
 from rlformer.rollout.env_factory import make_vector_env
 
 
-def make_source(policy: str, envs: Any, num_envs: int, seed: int) -> ActionSource:
-    """``random`` | ``sb3:PATH.zip`` | an rlformer run directory or checkpoint."""
+def make_source(
+    policy: str, envs: Any, num_envs: int, seed: int, deterministic: bool = True
+) -> ActionSource:
+    """``random`` | ``sb3:PATH.zip`` | an rlformer run directory or checkpoint file."""
     if policy == "random":
         return RandomPolicy(envs.single_action_space, num_envs, seed)
     if policy.startswith("sb3:"):
-        return SB3Policy(policy.removeprefix("sb3:"))
-    return RlformerPolicy(policy, num_envs, seed)
+        return SB3Policy(policy.removeprefix("sb3:"), deterministic)
+    return RlformerPolicy(policy, num_envs, seed, deterministic)
 
 
+@dataclass
 class _Track:
     """Transitions of one env slot's running episode."""
 
-    def __init__(self) -> None:
-        self.obs: list[np.ndarray] = []
-        self.actions: list[np.ndarray] = []
-        self.rewards: list[float] = []
-        self.next_obs: list[np.ndarray] = []
+    obs: list[np.ndarray] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    next_obs: list[np.ndarray] = field(default_factory=list)
 
     def episode(self, terminated: bool) -> Episode:
         return Episode(
@@ -49,6 +58,31 @@ class _Track:
             truncated=not terminated,
             next_observations=np.stack(self.next_obs),
         )
+
+
+class _Progress:
+    """A tqdm bar on a terminal; otherwise a plain line per tenth of the work (logs, CI)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.done = total, 0
+        self.interactive = enabled and sys.stderr.isatty()
+        self.plain = enabled and not self.interactive
+        self.bar = tqdm(total=total, unit="step", disable=not self.interactive)
+        self.next_report = total // 10
+
+    def update(self, count: int, episodes: int) -> None:
+        self.done += count
+        self.bar.update(count)
+        if self.plain and self.done >= max(self.next_report, 1):
+            print(
+                f"collected {self.done}/{self.total} steps, {episodes} episodes finished",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.next_report = self.done + self.total // 10
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def collect_dataset(
@@ -62,51 +96,76 @@ def collect_dataset(
     random_fraction: float = 0.0,
     env_kwargs: dict[str, Any] | None = None,
     progress: bool = True,
+    deterministic: bool = True,
 ) -> Dataset:
-    """Record ``steps`` transitions (split over ``num_envs`` slots) and write them to ``out``.
+    """Record ``steps`` transitions (over ``num_envs`` slots) and write them to ``out``.
 
-    Episodes still running at the end are kept as truncated, so no transition is lost.
+    Args:
+        policy: ``random``, ``sb3:PATH.zip`` or an rlformer run directory / checkpoint.
+        env_id: Gymnasium id (rlformer's own tasks included).
+        steps: Transitions to record in total.
+        out: HDF5 file to write (D4RL layout, with metadata attributes).
+        seed: Seeds env slot ``i`` with ``seed + i``, the random policy and the action noise.
+        num_envs: Env slots stepped together.
+        noise: Gaussian noise (x half the action range) for Box, epsilon for Discrete.
+        random_fraction: Probability of replacing an action by a uniformly random one.
+        env_kwargs: Extra ``gymnasium.make`` arguments.
+        progress: Show a progress bar (plain lines when stderr is not a terminal).
+        deterministic: Greedy / mean actions of trained policies (False samples them).
+
+    Returns:
+        The recorded dataset, as the D4RL reader will read it back.
     """
     envs = make_vector_env(env_id, num_envs, env_kwargs)
-    source: ActionSource = make_source(policy, envs, num_envs, seed)
-    if noise > 0 or random_fraction > 0:
-        source = NoisyPolicy(source, envs.single_action_space, noise, random_fraction, seed)
-    obs, _ = envs.reset(seed=[seed + i for i in range(num_envs)])
-    starts = np.ones(num_envs, dtype=bool)
-    tracks = [_Track() for _ in range(num_envs)]
-    episodes: list[Episode] = []
-    bar = tqdm(total=steps, unit="step", disable=not (progress and sys.stderr.isatty()))
-    recorded = 0
-    while recorded < steps:
-        actions = source.act(obs, starts)
-        next_obs, rewards, term, trunc, info = envs.step(actions)
-        done = term | trunc
-        for i, track in enumerate(tracks):
-            if recorded >= steps:
-                break
-            final = info["final_obs"][i] if done[i] else next_obs[i]
-            track.obs.append(obs[i])
-            track.actions.append(np.asarray(actions[i]))
-            track.rewards.append(float(rewards[i]))
-            track.next_obs.append(np.asarray(final))
-            recorded += 1
-            if done[i]:
-                episodes.append(track.episode(terminated=bool(term[i])))
-                tracks[i] = _Track()
-        bar.update(min(num_envs, steps - bar.n))
-        obs, starts = next_obs, done
-    bar.close()
-    envs.close()
-    episodes += [t.episode(terminated=False) for t in tracks if t.rewards]
+    try:
+        source: ActionSource = make_source(policy, envs, num_envs, seed, deterministic)
+        if noise > 0 or random_fraction > 0:
+            source = NoisyPolicy(source, envs.single_action_space, noise, random_fraction, seed)
+        episodes = _record(envs, source, steps, seed, num_envs, _Progress(steps, progress))
+    finally:
+        envs.close()
     metadata = {
         "env_id": env_id,
         "policy": policy,
         "seed": seed,
+        "num_envs": num_envs,
         "noise": noise,
         "random_fraction": random_fraction,
+        "deterministic": deterministic,
         "env_kwargs": env_kwargs or {},
         "episode_returns": [e.episode_return for e in episodes],
         "rlformer_version": rlformer.__version__,
     }
     write_d4rl(out, episodes, metadata)
     return Dataset(episodes, source=str(out), metadata=metadata)
+
+
+def _record(
+    envs: Any, source: ActionSource, steps: int, seed: int, num_envs: int, progress: _Progress
+) -> list[Episode]:
+    obs, _ = envs.reset(seed=[seed + i for i in range(num_envs)])
+    starts = np.ones(num_envs, dtype=bool)
+    tracks = [_Track() for _ in range(num_envs)]
+    episodes: list[Episode] = []
+    recorded = 0
+    try:
+        while recorded < steps:
+            actions = source.act(obs, starts)
+            next_obs, rewards, term, trunc, info = envs.step(actions)
+            done = term | trunc
+            take = min(num_envs, steps - recorded)  # the last step may record only some slots
+            for i in range(take):
+                track = tracks[i]
+                track.obs.append(obs[i])
+                track.actions.append(np.asarray(actions[i]))
+                track.rewards.append(float(rewards[i]))
+                track.next_obs.append(np.asarray(info["final_obs"][i] if done[i] else next_obs[i]))
+                if done[i]:
+                    episodes.append(track.episode(terminated=bool(term[i])))
+                    tracks[i] = _Track()
+            recorded += take
+            progress.update(take, len(episodes))
+            obs, starts = next_obs, done
+    finally:
+        progress.close()
+    return episodes + [t.episode(terminated=False) for t in tracks if t.rewards]

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 # From D4RL's d4rl/infos.py, REF_MIN_SCORE / REF_MAX_SCORE for '<task>-random-v0', which the
-# v1/v2 datasets reuse (github.com/Farama-Foundation/D4RL, commit 0ace16de, read 2026-11).
+# v1/v2 datasets reuse (github.com/Farama-Foundation/D4RL, d4rl/infos.py at commit 0ace16de).
 REFERENCE_RETURNS: dict[str, tuple[float, float]] = {
     # task: (random policy return, expert return)
     "hopper": (-20.272305, 3234.3),

@@ -4,12 +4,19 @@ Each actor is the same :class:`~rlformer.rollout.worker.RolloutWorker` the local
 in-process, so for equal seeds and weights both backends return identical fragments.
 
 Per iteration the learner's weights go into the object store once (``ray.put``) and every actor
-receives the reference. Fragments are tagged with the policy version; one of another version is
-an error, never silently mixed in. A worker that dies or does not answer within
-``rollout.sample_timeout_s`` is replaced by a fresh actor with the same index and seed (its envs
-restart from their first episode) and its fragment is collected again, so a batch is always
-complete. Past ``rollout.max_worker_restarts`` replacements the run stops with
-:class:`RolloutError`.
+receives the same reference. Fragments are tagged with the policy version; one of another
+version is an error, never silently mixed in.
+
+Failures: a worker that dies, or does not return its fragment within
+``rollout.sample_timeout_s``, is killed and replaced by a fresh actor with the same index and
+seed, and its fragment is collected again, so a batch is always complete. The replacement's
+envs and memory restart from the worker's *first* episode (the dead actor's env state is lost),
+so after a failure the run is no longer bit-identical to one without. Past
+``rollout.max_worker_restarts`` replacements per collector the run stops with
+:class:`RolloutError`. Actor start-up (imports, env and model construction, waiting for cluster
+resources) is timed separately from sampling, so a short sample timeout does not punish it.
+
+Ray is imported only here, so the local backend works without it.
 """
 
 from __future__ import annotations
@@ -25,13 +32,34 @@ from rlformer.config import TrainConfig
 from rlformer.rollout.fragment import Fragment
 from rlformer.rollout.worker import RolloutWorker
 
+# Start-up includes importing torch and gymnasium in a fresh process and, on a busy cluster,
+# waiting for free CPUs; a generous floor keeps a small sample_timeout_s from killing it.
+STARTUP_TIMEOUT_FLOOR_S = 120.0
+
 
 class RolloutError(RuntimeError):
-    """Collection cannot continue (too many worker failures, or a fragment of the wrong version)."""
+    """Collection cannot continue: too many worker failures, or a fragment of the wrong version."""
+
+
+def _describe(err: BaseException) -> str:
+    """First line of a Ray error: the full text repeats the remote traceback."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"
 
 
 class RayCollector:
-    """``num_workers`` Ray actors, each stepping ``envs_per_worker`` envs."""
+    """``rollout.num_workers`` Ray actors, each stepping ``rollout.envs_per_worker`` envs.
+
+    Example::
+
+        collector = RayCollector(cfg)          # starts or joins Ray, waits for the actors
+        batch = collector.collect(model.state_dict(), version=0)
+        collector.close()                      # shuts Ray down only if we started it
+
+    Attributes:
+        restarts: Workers replaced so far (bounded by ``rollout.max_worker_restarts``).
+        workers: The actor handles, indexed by worker index.
+    """
 
     def __init__(self, cfg: TrainConfig) -> None:
         import ray
@@ -40,25 +68,42 @@ class RayCollector:
         self.cfg = cfg
         self._owns_ray = False
         if not ray.is_initialized():
-            address = cfg.rollout.ray_address
-            if address is None:
-                needed = math.ceil(cfg.rollout.num_workers * cfg.rollout.worker_cpus)
-                ray.init(
-                    num_cpus=max(needed, os.cpu_count() or 1),
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    configure_logging=False,
-                )
-            else:
-                ray.init(address=address, log_to_driver=False, configure_logging=False)
+            self._init_ray(cfg)
             self._owns_ray = True
+        # One actor class for all workers; fractional CPUs let several share a core. Ray's own
+        # actor restarts stay off: a restarted actor would silently lose its env state.
         self._actor_class = ray.remote(num_cpus=cfg.rollout.worker_cpus, max_restarts=0)(
             RolloutWorker
         )
         self.restarts = 0
-        self.workers = [self._spawn(index) for index in range(cfg.rollout.num_workers)]
+        self.workers: list[Any] = [self._spawn(i) for i in range(cfg.rollout.num_workers)]
+        try:
+            self._wait_ready(list(range(len(self.workers))))
+        except (ray.exceptions.RayError, TimeoutError) as err:
+            self.close()
+            raise RolloutError(self._startup_failure(err)) from err
+
+    # ------------------------------------------------------------ set-up
+    def _init_ray(self, cfg: TrainConfig) -> None:
+        """Start an embedded Ray (``ray_address: null``) or join a running cluster."""
+        rollout = cfg.rollout
+        # log_to_driver=False keeps worker chatter away from the training progress bar; worker
+        # errors still arrive here as exceptions and the full logs stay in Ray's session dir.
+        common: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "configure_logging": False,
+            "ignore_reinit_error": True,
+        }
+        if rollout.ray_address is None:
+            needed = math.ceil(rollout.num_workers * rollout.worker_cpus)
+            self._ray.init(num_cpus=max(needed, os.cpu_count() or 1), **common)
+        else:
+            common.pop("include_dashboard")  # a cluster's dashboard is the cluster's business
+            self._ray.init(address=rollout.ray_address, **common)
 
     def _spawn(self, index: int) -> Any:
+        """A fresh actor for worker ``index`` (same seed, so same envs as the first one)."""
         rollout = self.cfg.rollout
         return self._actor_class.remote(
             self.cfg.env,
@@ -69,77 +114,155 @@ class RayCollector:
             index,
         )
 
-    def _replace(self, index: int, reason: str) -> None:
-        self.restarts += 1
-        if self.restarts > self.cfg.rollout.max_worker_restarts:
-            raise RolloutError(
-                f"rollout worker {index} failed ({reason}) and the restart budget "
-                f"rollout.max_worker_restarts={self.cfg.rollout.max_worker_restarts} is used up; "
-                "check the workers' logs (ray logs) or raise the budget"
+    def _startup_timeout(self) -> float:
+        return max(STARTUP_TIMEOUT_FLOOR_S, self.cfg.rollout.sample_timeout_s)
+
+    def _wait_ready(self, indices: list[int]) -> None:
+        """Block until the constructors of ``indices`` ran (raises Ray's error if one failed)."""
+        refs = [self.workers[i].process_id.remote() for i in indices]
+        self._ray.get(refs, timeout=self._startup_timeout())
+
+    def _startup_failure(self, err: BaseException) -> str:
+        rollout = self.cfg.rollout
+        if isinstance(err, TimeoutError):
+            return (
+                f"{rollout.num_workers} rollout workers with rollout.worker_cpus="
+                f"{rollout.worker_cpus} did not start within {self._startup_timeout():.0f}s; "
+                "does the Ray cluster have that many free CPUs? "
+                f"(available: {self._ray.available_resources()})"
             )
-        self._ray.kill(self.workers[index], no_restart=True)
-        self.workers[index] = self._spawn(index)
+        return f"a rollout worker failed to start: {_describe(err)}"
+
+    # ------------------------------------------------------------ failures
+    def _replace(self, index: int, reason: str) -> None:
+        """Swap worker ``index`` for a fresh, started actor, within the restart budget."""
+        budget = self.cfg.rollout.max_worker_restarts
+        while True:
+            self.restarts += 1
+            if self.restarts > budget:
+                raise RolloutError(
+                    f"rollout worker {index} failed ({reason}) and the restart budget "
+                    f"rollout.max_worker_restarts={budget} is used up; check the workers' logs "
+                    "(`ray logs`, or the session directory under /tmp/ray) or raise the budget"
+                )
+            # no_restart: the handle is dead to us even if the process only hangs.
+            self._ray.kill(self.workers[index], no_restart=True)
+            self.workers[index] = self._spawn(index)
+            try:
+                self._wait_ready([index])
+                return
+            except (self._ray.exceptions.RayError, TimeoutError) as err:
+                reason = f"its replacement failed to start: {_describe(err)}"
 
     def _submit(self, index: int, weights_ref: Any, version: int) -> Any:
+        """Queue ``set_weights`` then ``sample`` on one actor (actor calls run in order)."""
         worker = self.workers[index]
         worker.set_weights.remote(weights_ref, version)
         return worker.sample.remote()
 
+    # ------------------------------------------------------------ collection
     def collect(self, weights: dict[str, torch.Tensor], version: int) -> Fragment:
-        """One complete fragment from every worker, all produced by ``version``."""
+        """One complete fragment from every worker, all produced by ``version``.
+
+        Args:
+            weights: The learner's ``state_dict`` (moved to CPU here, put in the store once).
+            version: Policy version to tag the fragments with; checked on every fragment.
+
+        Returns:
+            The workers' fragments merged along the env axis, in worker order.
+
+        Raises:
+            RolloutError: Restart budget exhausted, or a fragment of another version came back.
+        """
         ray = self._ray
+        timeout = self.cfg.rollout.sample_timeout_s
+        # Lost workers: dead actor, crashed process, dead node, or an object lost with its node.
+        lost = (
+            ray.exceptions.RayActorError,
+            ray.exceptions.WorkerCrashedError,
+            ray.exceptions.NodeDiedError,
+            ray.exceptions.ObjectLostError,
+            ray.exceptions.GetTimeoutError,
+        )
         weights_ref = ray.put({k: v.detach().cpu() for k, v in weights.items()})
-        pending = {self._submit(i, weights_ref, version): i for i in range(len(self.workers))}
-        deadline = {ref: time.monotonic() + self.cfg.rollout.sample_timeout_s for ref in pending}
+        pending: dict[Any, int] = {}
+        deadline: dict[Any, float] = {}
+
+        def submit(index: int) -> None:
+            ref = self._submit(index, weights_ref, version)
+            pending[ref] = index
+            deadline[ref] = time.monotonic() + timeout
+
+        for index in range(len(self.workers)):
+            submit(index)
         fragments: dict[int, Fragment] = {}
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            wait_s = max(0.0, min(deadline.values()) - time.monotonic())
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
             for ref in ready:
                 index = pending.pop(ref)
-                deadline.pop(ref)
+                del deadline[ref]
                 try:
-                    fragments[index] = ray.get(ref, timeout=self.cfg.rollout.sample_timeout_s)
-                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as err:
-                    self._replace(index, type(err).__name__)
-                    new_ref = self._submit(index, weights_ref, version)
-                    pending[new_ref] = index
-                    deadline[new_ref] = time.monotonic() + self.cfg.rollout.sample_timeout_s
+                    fragments[index] = ray.get(ref, timeout=timeout)
+                except lost as err:
+                    self._replace(index, _describe(err))
+                    submit(index)
             now = time.monotonic()
-            for ref in [r for r, limit in deadline.items() if limit < now]:
+            for ref in [r for r, limit in deadline.items() if limit <= now]:
                 index = pending.pop(ref)
-                deadline.pop(ref)
-                self._replace(index, f"no fragment within {self.cfg.rollout.sample_timeout_s}s")
-                new_ref = self._submit(index, weights_ref, version)
-                pending[new_ref] = index
-                deadline[new_ref] = time.monotonic() + self.cfg.rollout.sample_timeout_s
+                del deadline[ref]
+                self._replace(index, f"no fragment within rollout.sample_timeout_s={timeout}s")
+                submit(index)
         ordered = [fragments[i] for i in range(len(self.workers))]
-        stale = [f.worker_index for f in ordered if f.policy_version != version]
+        stale = {f.worker_index: f.policy_version for f in ordered if f.policy_version != version}
         if stale:
-            raise RolloutError(f"workers {stale} returned fragments of another policy version")
+            raise RolloutError(
+                f"expected fragments of policy version {version}, got {stale} (worker: version)"
+            )
         return Fragment.concat(ordered)
 
+    # ------------------------------------------------------------ per-worker calls
     def _call_all(self, method: str, *args_per_worker: list[Any]) -> list[Any]:
+        """Call ``method`` on every actor (i-th args to worker i) and gather the results."""
         refs = [
-            getattr(worker, method).remote(*(arg[i] for arg in args_per_worker))
+            getattr(worker, method).remote(*(args[i] for args in args_per_worker))
             for i, worker in enumerate(self.workers)
         ]
-        return self._ray.get(refs, timeout=self.cfg.rollout.sample_timeout_s)
+        try:
+            return self._ray.get(refs, timeout=self.cfg.rollout.sample_timeout_s)
+        except (self._ray.exceptions.RayActorError, TimeoutError) as err:
+            raise RolloutError(f"{method} on the rollout workers failed: {_describe(err)}") from err
 
     def get_state(self) -> list[bytes]:
+        """Each worker's env / memory / RNG state, for a checkpoint (see RolloutWorker)."""
         return self._call_all("get_state")
 
     def set_state(self, states: list[bytes]) -> None:
+        """Restore the states of :meth:`get_state` (from either backend) into the actors."""
+        if len(states) != len(self.workers):
+            raise RolloutError(
+                f"checkpoint holds {len(states)} worker states, rollout.num_workers is "
+                f"{len(self.workers)}; resume with the same rollout settings"
+            )
         self._call_all("set_state", states)
 
     def process_ids(self) -> list[int]:
+        """PIDs of the actor processes (tests kill them to simulate a crash)."""
         return self._call_all("process_id")
 
     def node_ids(self) -> list[str]:
+        """Ray node id each worker runs on (shows placement across a cluster)."""
         return self._call_all("node_id")
 
     def close(self) -> None:
+        """Kill the actors and disconnect from Ray if this collector connected.
+
+        An embedded Ray stops with it; a joined cluster (``ray_address`` set) keeps running, only
+        this driver leaves. A Ray that was already initialised by the caller is left alone.
+        """
         for worker in self.workers:
             self._ray.kill(worker, no_restart=True)
         self.workers = []
         if self._owns_ray:
             self._ray.shutdown()
+            self._owns_ray = False

@@ -206,3 +206,86 @@ def test_ppo_models_default_to_fp32_but_respect_a_choice() -> None:
     assert ModelConfig.model_validate({"core": {"n_layers": 1}}).core.precision == "fp32"
     assert ModelConfig.model_validate({"core": {"precision": "auto"}}).core.precision == "auto"
     assert CoreConfig().precision == "auto"
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_two_layers_match_a_fresh_run_on_their_receptive_field(
+    scheme: str, device: torch.device
+) -> None:
+    """L layers with window M: output t depends on exactly tokens t - L*M .. t.
+
+    A fresh run on just those L*M + 1 tokens computes every intermediate its output needs with a
+    full window, so it must match the carried-memory run exactly once the window bites.
+    """
+    core = _core(device, memory_length=3, positional=scheme)
+    reach = core.cfg.n_layers * core.cfg.memory_length
+    x = torch.randn(2, 16, 16, device=device)
+    no_starts = torch.zeros(2, 16, dtype=torch.bool, device=device)
+    with torch.no_grad():
+        carried = _run_segments(core, x, no_starts, size=5)
+        for t in range(16):
+            expected = core(x[:, max(0, t - reach) : t + 1]).output[:, -1]
+            torch.testing.assert_close(carried[:, t], expected, atol=tolerance(device), rtol=0)
+        # The window does bite: a run that sees one token further back differs.
+        longer = core(x[:, 15 - reach - 1 :]).output[:, -1]
+        shorter = core(x[:, 15 - reach :]).output[:, -1]
+        assert (longer - shorter).abs().max() < tolerance(device)
+        wider = _core(device, memory_length=4, positional=scheme)
+        assert (wider(x).output[:, -1] - carried[:, -1]).abs().max() > 1e-4
+
+
+def test_fully_padded_row_is_inert(device: torch.device) -> None:
+    """An all-padding row (an idle env slot) outputs zeros and leaves other rows unchanged."""
+    core = _core(device, memory_length=4)
+    x = torch.randn(3, 5, 16, device=device)
+    padding = torch.zeros(3, 5, dtype=torch.bool, device=device)
+    padding[1] = True
+    with torch.no_grad():
+        memory = core(torch.randn(3, 4, 16, device=device)).memory
+        out = core(x, memory, padding_mask=padding)
+        alone = core(x[[0, 2]], memory.index(torch.tensor([0, 2], device=device)))
+    assert (out.output[1] == 0).all()
+    torch.testing.assert_close(out.output[[0, 2]], alone.output, atol=tolerance(device), rtol=0)
+    assert not out.memory.valid[1].any()  # four padded tokens pushed all old slots out
+
+
+def test_dropout_only_in_training_mode() -> None:
+    core = _core(torch.device("cpu"), dropout=0.5)
+    x = torch.randn(2, 6, 16)
+    core.train()
+    a, b = core(x).output, core(x).output
+    assert (a - b).abs().max() > 1e-3
+    core.eval()
+    torch.testing.assert_close(core(x).output, core(x).output, atol=0, rtol=0)
+
+
+@pytest.mark.slow
+def test_compiled_core_matches_eager() -> None:
+    """``compile=True`` wraps the same maths in torch.compile (needs a C compiler on CPU)."""
+    eager = _core(torch.device("cpu"), memory_length=4)
+    compiled = _core(torch.device("cpu"), memory_length=4, compile=True)
+    compiled.load_state_dict(eager.state_dict())
+    x = torch.randn(2, 6, 16)
+    starts = torch.zeros(2, 6, dtype=torch.bool)
+    starts[1, 2] = True
+    with torch.no_grad():
+        a, b = eager(x, episode_start=starts), compiled(x, episode_start=starts)
+        step_a = eager.step(x[:, 0], a.memory)
+        step_b = compiled.step(x[:, 0], b.memory)
+    torch.testing.assert_close(b.output, a.output, atol=1e-5, rtol=0)
+    torch.testing.assert_close(step_b.output, step_a.output, atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+def test_compiled_core_matches_eager() -> None:
+    """`compile: true` wraps the same forward in torch.compile (minutes of codegen on CPU)."""
+    eager = _core(torch.device("cpu"))
+    compiled = MemoryCore(eager.cfg.model_copy(update={"compile": True})).eval()
+    compiled.load_state_dict(eager.state_dict())
+    x = torch.randn(2, 6, 16)
+    starts = torch.zeros(2, 6, dtype=torch.bool)
+    starts[1, 2] = True
+    with torch.no_grad():
+        a, b = eager(x, episode_start=starts), compiled(x, episode_start=starts)
+    torch.testing.assert_close(b.output, a.output, atol=1e-5, rtol=0)
+    torch.testing.assert_close(b.memory.hidden, a.memory.hidden, atol=1e-5, rtol=0)

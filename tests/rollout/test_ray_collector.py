@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
@@ -118,6 +119,48 @@ def test_killed_worker_is_replaced_and_batch_is_complete(local_ray: None) -> Non
         collector.close()
 
 
+def test_hanging_worker_times_out_and_is_replaced(local_ray: None) -> None:
+    from rlformer.rollout.ray_collector import RayCollector
+
+    torch.manual_seed(0)
+    cfg = _cfg("model.torso=mlp", "rollout.sample_timeout_s=2")
+    model = build_model(cfg)
+    collector = RayCollector(cfg)
+    try:
+        collector.collect(model.state_dict(), 0)
+        frozen = collector.process_ids()[0]
+        os.kill(frozen, signal.SIGSTOP)  # alive but silent: only the timeout can notice
+        try:
+            fragment = collector.collect(model.state_dict(), 1)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(frozen, signal.SIGKILL)
+        assert collector.restarts == 1 and frozen not in collector.process_ids()
+        assert fragment.obs.shape == (16, 4, 4) and fragment.episode_start[0, :2].all()
+    finally:
+        collector.close()
+
+
+def test_fragment_of_another_version_is_refused(local_ray: None) -> None:
+    from rlformer.rollout.ray_collector import RayCollector, RolloutError
+
+    class LaggingCollector(RayCollector):
+        """Worker 1 keeps getting the previous version, as a stale actor would produce."""
+
+        def _submit(self, index: int, weights_ref: object, version: int) -> object:
+            return super()._submit(index, weights_ref, version - (index == 1))
+
+    torch.manual_seed(0)
+    cfg = _cfg("model.torso=mlp")
+    model = build_model(cfg)
+    collector = LaggingCollector(cfg)
+    try:
+        with pytest.raises(RolloutError, match=r"version 5, got \{1: 4\}"):
+            collector.collect(model.state_dict(), 5)
+    finally:
+        collector.close()
+
+
 def test_two_node_cluster_places_workers_on_both_nodes() -> None:
     from ray.cluster_utils import Cluster
 
@@ -125,8 +168,11 @@ def test_two_node_cluster_places_workers_on_both_nodes() -> None:
 
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
+    # Each node carries a custom resource naming it, so placement is checked by name.
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"node_head": 1}}
+    )
+    cluster.add_node(num_cpus=1, resources={"node_second": 1})
     cluster.wait_for_nodes()
     try:
         torch.manual_seed(0)
@@ -134,8 +180,14 @@ def test_two_node_cluster_places_workers_on_both_nodes() -> None:
         model = build_model(cfg)
         collector = RayCollector(cfg)
         try:
-            nodes = collector.node_ids()
-            assert len(set(nodes)) == 2, "one worker per node: each needs a node's only CPU"
+            names = {
+                node["NodeID"]: next(k for k in node["Resources"] if k.startswith("node_"))
+                for node in ray.nodes()
+                if node["Alive"]
+            }
+            placed = sorted(names[node_id] for node_id in collector.node_ids())
+            # One worker per node: each actor needs a node's only CPU.
+            assert placed == ["node_head", "node_second"]
             local = LocalCollector(cfg)
             for version in range(2):
                 _assert_same(
@@ -145,6 +197,10 @@ def test_two_node_cluster_places_workers_on_both_nodes() -> None:
             local.close()
         finally:
             collector.close()
+        # Leaving a joined cluster disconnects this driver but never stops the cluster.
+        assert not ray.is_initialized()
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        assert sum(node["Alive"] for node in ray.nodes()) == 2
     finally:
         ray.shutdown()
         cluster.shutdown()

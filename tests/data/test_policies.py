@@ -1,0 +1,169 @@
+"""Action sources for `rlformer collect`: noise statistics, SB3 class detection, rlformer runs."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlformer.data import DatasetError
+from rlformer.data.policies import NoisyPolicy, load_sb3_model, sb3_policy_module
+from rlformer.data.recorder import collect_dataset
+
+
+class _Constant:
+    """A policy that always answers the same action (so every change is the noise's doing)."""
+
+    def __init__(self, action: np.ndarray, num_envs: int) -> None:
+        self.action, self.num_envs = action, num_envs
+
+    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+        return np.stack([self.action] * self.num_envs)
+
+
+def _draws(policy: NoisyPolicy, rounds: int, num_envs: int) -> np.ndarray:
+    obs, starts = np.zeros((num_envs, 1)), np.zeros(num_envs, dtype=bool)
+    return np.concatenate([policy.act(obs, starts) for _ in range(rounds)])
+
+
+def test_gaussian_noise_has_the_requested_scale_and_stays_in_bounds() -> None:
+    space = gym.spaces.Box(np.array([-4, 0], np.float32), np.array([4, 1], np.float32))
+    inner = _Constant(np.array([0.0, 0.5], np.float32), 50)
+    actions = _draws(NoisyPolicy(inner, space, noise=0.1, random_fraction=0.0, seed=0), 200, 50)
+    # std = noise x half range: 0.1 x 4 = 0.4 and 0.1 x 0.5 = 0.05; 10k draws -> ~1% error.
+    np.testing.assert_allclose(actions.std(0), [0.4, 0.05], rtol=0.04)
+    np.testing.assert_allclose(actions.mean(0), [0.0, 0.5], atol=0.01)
+    assert actions.dtype == np.float32
+    wide = _draws(NoisyPolicy(inner, space, noise=2.0, random_fraction=0.0, seed=0), 20, 50)
+    assert (wide >= space.low).all() and (wide <= space.high).all()
+
+
+def test_random_fraction_replaces_that_share_of_box_actions() -> None:
+    space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
+    inner = _Constant(np.full(3, 0.25, np.float32), 40)
+    actions = _draws(NoisyPolicy(inner, space, noise=0.0, random_fraction=0.3, seed=1), 250, 40)
+    replaced = (actions != 0.25).any(axis=1)
+    n = len(actions)
+    assert replaced.mean() == pytest.approx(0.3, abs=3 * (0.3 * 0.7 / n) ** 0.5)
+    # Replacements are uniform over the box: mean 0, variance 1/3 per dimension.
+    np.testing.assert_allclose(actions[replaced].var(0), 1 / 3, rtol=0.1)
+
+
+@pytest.mark.parametrize(("epsilon", "fraction"), [(0.4, 0.0), (0.0, 0.5), (0.4, 0.5)])
+def test_epsilon_and_random_fraction_on_discrete_actions(epsilon: float, fraction: float) -> None:
+    space = gym.spaces.Discrete(4)
+    inner = _Constant(np.array(0), 40)
+    actions = _draws(NoisyPolicy(inner, space, epsilon, fraction, seed=2), 250, 40)
+    # Replaced with prob 1 - (1 - eps)(1 - f); a uniform replacement differs from 0 w.p. 3/4.
+    expected = (1 - (1 - epsilon) * (1 - fraction)) * 0.75
+    n = len(actions)
+    assert (actions != 0).mean() == pytest.approx(expected, abs=3 * (expected / n) ** 0.5)
+    assert set(np.unique(actions)) <= {0, 1, 2, 3} and actions.dtype == np.int64
+
+
+def _save_sb3_models(folder: Path) -> dict[str, Path]:
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3 import A2C, DQN, PPO, SAC, TD3
+
+    made = {
+        "PPO": PPO("MlpPolicy", "CartPole-v1", n_steps=64, device="cpu", seed=0),
+        "A2C": A2C("MlpPolicy", "CartPole-v1", device="cpu", seed=0),
+        "DQN": DQN("MlpPolicy", "CartPole-v1", buffer_size=64, device="cpu", seed=0),
+        "SAC": SAC("MlpPolicy", "Pendulum-v1", buffer_size=64, device="cpu", seed=0),
+        "TD3": TD3("MlpPolicy", "Pendulum-v1", buffer_size=64, device="cpu", seed=0),
+        "RecurrentPPO": RecurrentPPO(
+            "MlpLstmPolicy", "CartPole-v1", n_steps=64, device="cpu", seed=0
+        ),
+    }
+    paths = {}
+    for name, model in made.items():
+        paths[name] = folder / f"{name}.zip"
+        model.save(paths[name])
+    return paths
+
+
+def test_sb3_algorithm_is_detected_from_the_zip(tmp_path: Path) -> None:
+    paths = _save_sb3_models(tmp_path)
+    # A2C and PPO save the same policy class, so PPO loads both (predictions are the policy's).
+    expected = {"PPO": "PPO", "A2C": "PPO", "DQN": "DQN", "SAC": "SAC", "TD3": "TD3"}
+    expected["RecurrentPPO"] = "RecurrentPPO"
+    for name, path in paths.items():
+        assert type(load_sb3_model(path)).__name__ == expected[name], name
+
+
+def test_unknown_policy_module_falls_back_to_trying_loaders(tmp_path: Path) -> None:
+    from stable_baselines3 import SAC
+
+    original = SAC("MlpPolicy", "Pendulum-v1", buffer_size=64, device="cpu", seed=0)
+    original.save(tmp_path / "sac.zip")
+    custom = tmp_path / "custom.zip"
+    with zipfile.ZipFile(tmp_path / "sac.zip") as src, zipfile.ZipFile(custom, "w") as dst:
+        for item in src.infolist():
+            payload = src.read(item.filename)
+            if item.filename == "data":
+                data = json.loads(payload)
+                data["policy_class"]["__module__"] = "my_project.policies"
+                payload = json.dumps(data).encode()
+            dst.writestr(item, payload)
+    assert sb3_policy_module(custom) == "my_project.policies"
+    loaded = load_sb3_model(custom)
+    obs = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    np.testing.assert_allclose(
+        loaded.predict(obs, deterministic=True)[0], original.predict(obs, deterministic=True)[0]
+    )
+    (tmp_path / "junk.zip").write_bytes(b"not a zip")
+    with pytest.raises(DatasetError, match="not a stable-baselines3 model zip"):
+        load_sb3_model(tmp_path / "junk.zip")
+
+
+def _tiny_run(root: Path, kind: str = "ppo") -> Path:
+    from rlformer.config import TrainConfig
+    from rlformer.runs import save_checkpoint
+    from rlformer.training import build_model
+
+    cfg = TrainConfig.model_validate({"env": {"id": "CartPole-v1"}})
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    run_dir = root / "run"
+    payload = {
+        "kind": kind,
+        "config": cfg.model_dump(mode="json"),
+        "spec": model.spec(),
+        "model": model.state_dict(),
+    }
+    save_checkpoint(run_dir, 0, payload)
+    return run_dir
+
+
+def test_rlformer_run_policy_resets_memory_at_episode_starts(tmp_path: Path) -> None:
+    from rlformer.training import load_agent
+
+    run_dir = _tiny_run(tmp_path)
+    data = collect_dataset(
+        str(run_dir), "CartPole-v1", 120, tmp_path / "r.hdf5", num_envs=1, progress=False
+    )
+    assert data.num_episodes >= 2  # an untrained policy drops the pole within ~10-60 steps
+    # Replay the recorded observations through the agent with the same episode starts: the
+    # greedy actions must be exactly the recorded ones (memory carried within, reset between).
+    model, _, _ = load_agent(run_dir)
+    state = model.initial_state(1)
+    for episode in data.episodes:
+        for t, obs in enumerate(episode.observations):
+            out = model.act(
+                torch.as_tensor(obs[None]), state, torch.tensor([t == 0]), deterministic=True
+            )
+            state = out.state
+            assert model.env_action(out.action)[0] == episode.actions[t]
+
+
+def test_decision_transformer_checkpoint_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="'dt' checkpoint"):
+        collect_dataset(
+            str(_tiny_run(tmp_path, "dt")), "CartPole-v1", 10, tmp_path / "x.hdf5", progress=False
+        )
+    assert not (tmp_path / "x.hdf5").exists()
