@@ -5,8 +5,9 @@ Importing this package (or ``rlformer``) registers them::
     import gymnasium, rlformer_envs
     env = gymnasium.make("rlformer/TMaze-v0", length=50)
 
-Without an import, Gymnasium's ``module:id`` form works too:
-``gymnasium.make("rlformer_envs:rlformer/TMaze-v0")``.
+Without an import, Gymnasium's ``module:id`` form works too (Gymnasium imports the module, which
+registers the ids): ``gymnasium.make("rlformer_envs:rlformer/TMaze-v0")``. Gymnasium 1.x loads no
+plugin entry points, so a bare ``gymnasium.make("rlformer/TMaze-v0")`` needs one of the two.
 """
 
 from __future__ import annotations
@@ -14,9 +15,20 @@ from __future__ import annotations
 import gymnasium as gym
 from rlformer_envs.repeat_previous import RepeatPreviousEnv
 from rlformer_envs.tmaze import TMazeEnv
-from rlformer_envs.wrappers import HideObservationEntries
+from rlformer_envs.wrappers import (
+    HideObservationEntries,
+    cartpole_no_velocity,
+    pendulum_no_velocity,
+)
 
-__all__ = ["HideObservationEntries", "RepeatPreviousEnv", "TMazeEnv", "register_envs"]
+__all__ = [
+    "HideObservationEntries",
+    "RepeatPreviousEnv",
+    "TMazeEnv",
+    "cartpole_no_velocity",
+    "pendulum_no_velocity",
+    "register_envs",
+]
 
 _SPECS = {
     "rlformer/TMaze-v0": {"entry_point": "rlformer_envs.tmaze:TMazeEnv"},
@@ -36,7 +48,12 @@ _SPECS = {
 
 
 def register_envs() -> None:
-    """Register every task (idempotent: already registered ids are left alone)."""
+    """Register every task under ``rlformer/``.
+
+    Idempotent (ids already registered are left alone) because both ``import rlformer`` and
+    ``import rlformer_envs`` call it, as do Ray workers and subprocess vector envs that import
+    either; re-registering would make Gymnasium warn about overriding.
+    """
     for env_id, spec in _SPECS.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, **spec)

@@ -30,7 +30,10 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
       ``turn_penalty``. Forward at the junction does nothing.
     * Reward: ``+1`` for turning at the junction towards the cue, ``0`` for the other side; the
       episode terminates on either turn. ``info["is_success"]`` is True iff the turn was right.
-    * Time limit: ``length + 1 + slack`` steps (truncated, not a success).
+    * Time limit: ``length + 1 + slack`` steps (truncated, not a success); ``slack`` defaults to
+      ``max(10, length // 2)`` so that the limit grows with the corridor.
+    * ``reset`` returns ``info["cue"]`` (1 up, 2 down) for diagnostics and oracle tests; a policy
+      must not read it.
     * Optimum: ``length`` forward steps then the cued turn: return 1, success 100%, ``length + 1``
       steps. Chance (and the best memoryless policy): success 50%.
     """

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import rlformer_envs  # noqa: F401
+from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
-from rlformer_envs.wrappers import cartpole_no_velocity, pendulum_no_velocity
+from rlformer_envs.wrappers import (
+    HideObservationEntries,
+    cartpole_no_velocity,
+    pendulum_no_velocity,
+)
 
 
 def test_cartpole_keeps_position_and_angle() -> None:
@@ -29,6 +35,33 @@ def test_pendulum_keeps_cos_sin() -> None:
     assert env.spec.max_episode_steps == 200
 
 
+def test_spaces_keep_the_bounds_of_the_kept_entries() -> None:
+    full = gym.make("CartPole-v1").observation_space
+    space = cartpole_no_velocity().observation_space
+    assert isinstance(full, spaces.Box) and isinstance(space, spaces.Box)
+    np.testing.assert_array_equal(space.low, full.low[[0, 2]])
+    np.testing.assert_array_equal(space.high, full.high[[0, 2]])
+    assert space.dtype == np.float32
+    pendulum = pendulum_no_velocity().observation_space
+    assert isinstance(pendulum, spaces.Box)
+    np.testing.assert_array_equal(pendulum.low, [-1.0, -1.0])
+    np.testing.assert_array_equal(pendulum.high, [1.0, 1.0])
+
+
+def test_wrapper_on_another_env() -> None:
+    """Acrobot without its two angular velocities (entries 4 and 5)."""
+    env = HideObservationEntries(gym.make("Acrobot-v1"), keep=[0, 1, 2, 3])
+    full = gym.make("Acrobot-v1")
+    obs, _ = env.reset(seed=5)
+    obs_full, _ = full.reset(seed=5)
+    np.testing.assert_array_equal(obs, obs_full[:4])
+    assert env.observation_space.shape == (4,) and env.observation_space.contains(obs)
+    with pytest.raises(TypeError):
+        HideObservationEntries(gym.make("FrozenLake-v1"), keep=[0])
+
+
+@pytest.mark.filterwarnings("ignore:.*is different from the unwrapped version")
+@pytest.mark.filterwarnings("ignore:.*symmetric and normalized space")
 def test_checker() -> None:
     check_env(cartpole_no_velocity(), skip_render_check=True)
     check_env(pendulum_no_velocity(), skip_render_check=True)
