@@ -58,7 +58,10 @@ class LocalCollector:
         for worker in self.workers:
             worker.set_weights(cpu_weights, version)
             fragments.append(worker.sample())
-        return Fragment.concat(fragments)
+        merged = Fragment.concat(fragments)
+        # In-process workers run one after another: their sampling times add up.
+        merged.sample_seconds = sum(f.sample_seconds for f in fragments)
+        return merged
 
     def get_state(self) -> list[bytes]:
         return [w.get_state() for w in self.workers]

@@ -18,7 +18,7 @@ def _cfg(*extra: str) -> TrainConfig:
         None,
         [
             "env.id=CartPole-v1",
-            "env.max_episode_steps=6",
+            "env.max_episode_steps=5",
             "rollout.envs_per_worker=3",
             "rollout.fragment_length=10",
             "model.core.d_model=16",
@@ -38,6 +38,11 @@ def test_fragment_bookkeeping_across_fragments() -> None:
     a = collector.collect(model.state_dict(), 0)
     b = collector.collect(model.state_dict(), 1)
     assert a.obs.shape == (10, 3, 4) and a.actions.shape == (10, 3) and a.actions.dtype == np.int64
+    for name in ("log_probs", "values", "rewards", "truncation_values"):
+        assert getattr(a, name).shape == (10, 3) and getattr(a, name).dtype == np.float32, name
+    for name in ("terminated", "truncated", "episode_start"):
+        assert getattr(a, name).shape == (10, 3) and getattr(a, name).dtype == bool, name
+    assert a.last_value.shape == (3,)
     assert a.policy_version == 0 and b.policy_version == 1
     assert a.episode_start[0].all()  # first observation of the run
     for frag in (a, b):
@@ -52,8 +57,28 @@ def test_fragment_bookkeeping_across_fragments() -> None:
     ).all()
     # Finished-episode returns are sums of that episode's rewards (CartPole: 1 per step).
     assert a.episode_returns == [float(n) for n in a.episode_lengths]
-    assert all(n <= 6 for n in a.episode_lengths)
+    assert all(n <= 5 for n in a.episode_lengths)
     collector.close()
+
+
+def test_episode_returns_are_sums_of_their_rewards() -> None:
+    torch.manual_seed(0)
+    cfg = _cfg("env.id=Pendulum-v1", "model.torso=mlp")  # rewards vary from step to step
+    model = build_model(cfg)
+    collector = LocalCollector(cfg)
+    frags = [collector.collect(model.state_dict(), v) for v in range(3)]
+    collector.close()
+    rewards = np.concatenate([f.rewards for f in frags])  # [3F, E]
+    done = np.concatenate([f.terminated | f.truncated for f in frags])
+    expected, running = [], np.zeros(rewards.shape[1])
+    for t in range(rewards.shape[0]):  # the worker's order: by step, then by slot
+        running += rewards[t]
+        for slot in np.flatnonzero(done[t]):
+            expected.append(running[slot])
+            running[slot] = 0.0
+    got = [r for f in frags for r in f.episode_returns]
+    assert len(got) == len(expected) == 18  # 30 steps x 3 slots / 5 steps per episode
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
 def test_memory_carried_between_fragments() -> None:

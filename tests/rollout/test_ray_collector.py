@@ -82,10 +82,16 @@ def test_ray_returns_exactly_the_local_data(local_ray: None, torso: str) -> None
                 remote.collect(model.state_dict(), version),
                 local.collect(model.state_dict(), version),
             )
-        # Resume state travels through the actors too.
-        state = remote.get_state()
-        local.set_state(state)
-        _assert_same(remote.collect(model.state_dict(), 3), local.collect(model.state_dict(), 3))
+        # Resume state travels out of the actors: a fresh local collector continues exactly ...
+        fresh = LocalCollector(cfg)
+        fresh.set_state(remote.get_state())
+        _assert_same(remote.collect(model.state_dict(), 3), fresh.collect(model.state_dict(), 3))
+        fresh.close()
+        # ... and into them (a Ray run resumed from a checkpoint).
+        local.collect(model.state_dict(), 3)
+        local.collect(model.state_dict(), 4)  # now one fragment ahead of the actors ...
+        remote.set_state(local.get_state())  # ... until its state is restored into them
+        _assert_same(remote.collect(model.state_dict(), 5), local.collect(model.state_dict(), 5))
     finally:
         remote.close()
         local.close()
