@@ -42,7 +42,7 @@ def _checked(path: Path, key: str, array: np.ndarray) -> np.ndarray:
     if array.dtype.kind not in "fiub":
         raise DatasetError(f"{path}: '{key}' has dtype {array.dtype}; expected numbers or booleans")
     if array.dtype.kind == "f":
-        finite = np.isfinite(array.reshape(len(array), -1)).all(axis=1)  # [N]
+        finite = np.isfinite(array).all(axis=tuple(range(1, array.ndim)))  # [N]
         if not finite.all():
             bad = int(np.argmin(finite))
             raise DatasetError(f"{path}: '{key}' contains NaN or inf (first at transition {bad})")
@@ -103,7 +103,15 @@ def read_d4rl(path: str | Path) -> Dataset:
     for key, flags in (("terminals", terminals), ("timeouts", timeouts)):
         if flags.shape[1] != 1:
             raise DatasetError(f"{path}: '{key}' must be one flag per transition")
-    episodes = _split(arrays, rewards[:, 0], terminals[:, 0], timeouts[:, 0], infos)
+    episodes = episodes_from_arrays(
+        arrays["observations"],
+        arrays["actions"],
+        rewards[:, 0],
+        terminals[:, 0],
+        timeouts[:, 0],
+        arrays.get("next_observations"),
+        infos,
+    )
     return Dataset(episodes, source=f"d4rl:{path}", metadata=metadata)
 
 
@@ -121,32 +129,42 @@ def _attr(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _split(
-    arrays: dict[str, np.ndarray],
+def episodes_from_arrays(
+    observations: np.ndarray,
+    actions: np.ndarray,
     rewards: np.ndarray,
     terminals: np.ndarray,
-    timeouts: np.ndarray,
-    infos: dict[str, np.ndarray],
+    timeouts: np.ndarray | None = None,
+    next_observations: np.ndarray | None = None,
+    infos: dict[str, np.ndarray] | None = None,
 ) -> list[Episode]:
-    """Cut the flat arrays into episodes after every terminal / timeout step."""
+    """Cut flat ``[N, ...]`` arrays into episodes after every terminal / timeout step.
+
+    The rules of this module apply: ``terminals`` wins over ``timeouts`` on the same step, and
+    steps after the last end form a trailing episode marked truncated. Episodes are views into
+    the given arrays (no copy). Inputs are assumed valid (:func:`read_d4rl` checks files).
+    """
     count = len(rewards)
-    stops = np.flatnonzero(terminals | timeouts) + 1  # exclusive ends of complete episodes
+    terminals = np.asarray(terminals, dtype=bool)
+    ends = terminals if timeouts is None else terminals | np.asarray(timeouts, dtype=bool)
+    stops = np.flatnonzero(ends) + 1  # exclusive ends of complete episodes
     if len(stops) == 0 or stops[-1] < count:
         stops = np.r_[stops, count]  # the trailing partial episode
     starts = np.r_[0, stops[:-1]]
-    next_obs = arrays.get("next_observations")
     episodes = []
     for start, stop in zip(starts, stops, strict=True):
         terminated = bool(terminals[stop - 1])
         episodes.append(
             Episode(
-                observations=arrays["observations"][start:stop],
-                actions=arrays["actions"][start:stop],
-                rewards=rewards[start:stop],
+                observations=observations[start:stop],
+                actions=actions[start:stop],
+                rewards=np.asarray(rewards[start:stop], dtype=np.float32),
                 terminated=terminated,
                 truncated=not terminated,
-                next_observations=None if next_obs is None else next_obs[start:stop],
-                infos={key: value[start:stop] for key, value in infos.items()},
+                next_observations=(
+                    None if next_observations is None else next_observations[start:stop]
+                ),
+                infos={key: value[start:stop] for key, value in (infos or {}).items()},
             )
         )
     return episodes

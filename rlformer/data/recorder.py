@@ -68,18 +68,19 @@ class _Progress:
         self.interactive = enabled and sys.stderr.isatty()
         self.plain = enabled and not self.interactive
         self.bar = tqdm(total=total, unit="step", disable=not self.interactive)
-        self.next_report = total // 10
+        self.tenths_reported = 0
 
     def update(self, count: int, episodes: int) -> None:
         self.done += count
         self.bar.update(count)
-        if self.plain and self.done >= max(self.next_report, 1):
+        tenths = 10 * self.done // self.total
+        if self.plain and tenths > self.tenths_reported:
             print(
                 f"collected {self.done}/{self.total} steps, {episodes} episodes finished",
                 file=sys.stderr,
                 flush=True,
             )
-            self.next_report = self.done + self.total // 10
+            self.tenths_reported = tenths
 
     def close(self) -> None:
         self.bar.close()

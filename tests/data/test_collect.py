@@ -126,26 +126,36 @@ def test_collect_from_sb3_ppo_and_recurrent_ppo(tmp_path: Path) -> None:
 
 
 def test_bad_policy_and_env_are_clear_errors(tmp_path: Path) -> None:
-    result = _cli(
-        "collect",
-        "--policy",
-        f"sb3:{tmp_path / 'none.zip'}",
-        "--out",
-        str(tmp_path / "x.hdf5"),
-        "--steps",
-        "10",
-        cwd=tmp_path,
-    )
-    assert result.returncode == 2 and "model file not found" in result.stderr
-    result = _cli(
-        "collect",
-        "--env",
-        "Hoper-v5",
-        "--steps",
-        "10",
-        "--out",
-        str(tmp_path / "x.hdf5"),
-        cwd=tmp_path,
-    )
-    assert result.returncode == 2 and "Did you mean Hopper-v5" in result.stderr
+    from typer.testing import CliRunner
+
+    from rlformer.cli import app
+
+    out = str(tmp_path / "x.hdf5")
+    cases = [
+        (["--policy", f"sb3:{tmp_path / 'none.zip'}"], "model file not found"),
+        (["--env", "Hoper-v5"], "Did you mean Hopper-v5"),
+        (["--policy", str(tmp_path / "no-run")], "no-run"),
+    ]
+    for options, message in cases:
+        result = CliRunner().invoke(app, ["collect", *options, "--steps", "10", "--out", out])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith("error: ") and message in result.stderr
     assert not (tmp_path / "x.hdf5").exists()
+
+
+def test_metadata_and_plain_progress_lines_off_a_terminal(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import rlformer
+
+    data = collect_dataset("random", "Pendulum-v1", 250, tmp_path / "p.hdf5", seed=4, num_envs=2)
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("collected")]
+    assert lines[-1].startswith("collected 250/250 steps") and 5 <= len(lines) <= 11
+    assert "\r" not in "".join(lines)  # no bar redraws in logs
+    again = load_dataset(tmp_path / "p.hdf5")
+    assert again.metadata["rlformer_version"] == rlformer.__version__
+    assert (again.metadata["seed"], again.metadata["num_envs"]) == (4, 2)
+    # Pendulum only ends by its 200-step time limit: every episode is truncated, none terminated.
+    assert [len(e) for e in again.episodes] == [125, 125]
+    assert not any(e.terminated for e in again.episodes)
+    np.testing.assert_allclose(again.returns, data.returns, rtol=1e-6)

@@ -63,6 +63,11 @@ def test_plain_path_and_missing_optional_keys(tmp_path: Path) -> None:
         ({"rewards": np.array([0, 1, np.inf, 0, 0, 0, 0], np.float32)}, "first at transition 2"),
         ({"actions": np.array(["a"] * 7, dtype="S1")}, "'actions' has dtype |S1"),
         ({"rewards": np.zeros((7, 2), np.float32)}, "one number per transition"),
+        ({"terminals": np.zeros((7, 2), bool)}, "'terminals' must be one flag per transition"),
+        ({"timeouts": np.zeros(8, bool)}, "'timeouts' has 8 entries but observations has 7"),
+        ({"next_observations": np.zeros((6, 2))}, "'next_observations' has 6 entries"),
+        ({"actions": np.float32(1.0)}, "'actions' is a single value"),
+        ({"observations": np.zeros((0, 2), np.float32)}, "'actions' has 7 entries but obs"),
     ],
 )
 def test_bad_files_name_file_and_problem(tmp_path: Path, overrides: dict, message: str) -> None:
@@ -87,6 +92,63 @@ def test_missing_non_hdf5_and_truncated_files(tmp_path: Path) -> None:
         load_dataset(cut)
 
 
+def test_mismatched_infos_and_empty_files(tmp_path: Path) -> None:
+    path = _write(tmp_path / "d.hdf5")
+    with h5py.File(path, "a") as handle:
+        handle["infos/extra"] = np.zeros(3)
+    with pytest.raises(DatasetError, match="'infos/extra' has 3 entries but observations has 7"):
+        load_dataset(path)
+    empty = {k: np.zeros((0,)) for k in ("observations", "actions", "rewards", "terminals")}
+    with pytest.raises(DatasetError, match="holds no transitions"):
+        load_dataset(_write(tmp_path / "e.hdf5", n=0, **empty))
+
+
+def test_terminal_and_timeout_on_the_same_step_counts_as_terminated(tmp_path: Path) -> None:
+    both = np.array([0, 0, 1, 0, 0, 0, 0], dtype=bool)
+    data = load_dataset(_write(tmp_path / "d.hdf5", terminals=both, timeouts=both))
+    assert [(len(e), e.terminated, e.truncated) for e in data.episodes] == [
+        (3, True, False),
+        (4, False, True),
+    ]
+
+
+def test_sources_and_prefixes(tmp_path: Path) -> None:
+    path = _write(tmp_path / "d.hdf5")
+    assert load_dataset(f"d4rl:{path}").source == load_dataset(path).source == f"d4rl:{path}"
+    with pytest.raises(DatasetError, match="unknown dataset source 'hf'"):
+        load_dataset("hf:some/dataset")
+    with pytest.raises(DatasetError, match="d4rl-missing.hdf5: dataset file not found"):
+        load_dataset(f"d4rl:{tmp_path / 'd4rl-missing.hdf5'}")
+
+
+def test_written_layout_by_hand(tmp_path: Path) -> None:
+    from rlformer.data.episodes import Episode
+
+    def episode(n: int, terminated: bool, start: float) -> Episode:
+        obs = np.arange(start, start + n, dtype=np.float32)[:, None]
+        return Episode(
+            obs,
+            np.zeros((n, 1)),
+            np.ones(n, np.float32),
+            terminated,
+            not terminated,
+            next_observations=obs + 1,
+            infos={"k": np.full(n, start)},
+        )
+
+    episodes = [episode(2, True, 0), episode(3, False, 10), episode(1, True, 20)]
+    write_d4rl(tmp_path / "w.hdf5", episodes, {"env_id": "X-v0", "skipped": None, "n": 3})
+    with h5py.File(tmp_path / "w.hdf5", "r") as handle:
+        np.testing.assert_array_equal(handle["terminals"][()], [0, 1, 0, 0, 0, 1])
+        np.testing.assert_array_equal(handle["timeouts"][()], [0, 0, 0, 0, 1, 0])
+        np.testing.assert_array_equal(handle["observations"][:, 0], [0, 1, 10, 11, 12, 20])
+        np.testing.assert_array_equal(handle["infos/k"][()], [0, 0, 10, 10, 10, 20])
+        assert "skipped" not in handle.attrs and handle.attrs["n"] == 3
+    assert not list(tmp_path.glob(".*.tmp"))  # the temporary file was renamed away
+    with pytest.raises(DatasetError, match="no episodes to write"):
+        write_d4rl(tmp_path / "none.hdf5", [], {})
+
+
 def test_write_then_read_round_trip(tmp_path: Path) -> None:
     original = load_dataset(_write(tmp_path / "d.hdf5"))
     write_d4rl(tmp_path / "copy.hdf5", original.episodes, {"env_id": "X-v0", "returns": [1, 2]})
@@ -105,3 +167,25 @@ def test_d4rl_normalized_scores() -> None:
         100 * (6000 + 280.178953) / (12135.0 + 280.178953)
     )
     assert normalized_score(1.0, "CartPole-v1") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "task"),
+    [
+        ("HalfCheetah-v5", "halfcheetah"),
+        ("Walker2d-v4", "walker2d"),
+        ("Ant-v5", "ant"),
+        ("mujoco/hopper/expert-v0", "hopper"),
+        ("d4rl:/data/walker2d-medium-replay-v2.hdf5", "walker2d"),
+        ("/data/hopper_medium_v2.h5", "hopper"),
+        ("d4rl:/data/ant/cartpole.hdf5", None),  # the folder name does not count
+        ("antmaze-umaze-v2", None),  # not Ant locomotion
+        ("bullet-hopper-medium-v0", None),  # PyBullet Hopper has other references
+        ("hopper-vs-walker2d", None),  # ambiguous
+        (None, None),
+    ],
+)
+def test_reference_matching_by_name(name: str | None, task: str | None) -> None:
+    from rlformer.data.references import REFERENCE_RETURNS, reference_for
+
+    assert reference_for(name) == (REFERENCE_RETURNS[task] if task else None)

@@ -11,13 +11,14 @@ import pytest
 from rlformer.data import DatasetError, load_dataset
 
 
-def test_reads_local_minari_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _record(dataset_id: str, episodes: int, max_steps: int | None = None) -> list[int]:
+    """Write a CartPole Minari dataset of random episodes; returns their lengths."""
     minari = pytest.importorskip("minari")
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
-    env = minari.DataCollector(gym.make("CartPole-v1"))
+    env = minari.DataCollector(gym.make("CartPole-v1", max_episode_steps=max_steps))
     env.reset(seed=0)
-    lengths, steps = [], 0
-    for _ in range(3):
+    env.action_space.seed(0)
+    lengths = []
+    for _ in range(episodes):
         done, steps = False, 0
         while not done:
             _, _, term, trunc, _ = env.step(env.action_space.sample())
@@ -26,23 +27,46 @@ def test_reads_local_minari_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         lengths.append(steps)
         env.reset()
     env.create_dataset(
-        "cartpole/random-v0",
+        dataset_id,
+        eval_env="CartPole-v1",
         algorithm_name="random",
         author="rlformer tests",
         author_email="tests@example.org",
         code_permalink="local",
+        description="random CartPole episodes for rlformer's reader tests",
     )
+    return lengths
+
+
+def test_reads_local_minari_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    lengths = _record("cartpole/random-v0", 3)
     data = load_dataset("minari:cartpole/random-v0")
     assert [len(e) for e in data.episodes] == lengths
     assert data.metadata["env_id"] == "CartPole-v1"
     first = data.episodes[0]
     np.testing.assert_array_equal(first.observations[1:], first.next_observations[:-1])
-    assert first.terminated and (first.rewards == 1).all()
+    assert first.terminated and not first.truncated and (first.rewards == 1).all()
+    assert first.observations.shape == (lengths[0], 4) and first.actions.shape == (lengths[0],)
 
 
-def test_missing_minari_dataset_says_where_it_looked(
+def test_time_limit_episodes_are_truncated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    lengths = _record("cartpole/short-v0", 4, max_steps=5)
+    data = load_dataset("minari:cartpole/short-v0")
+    assert lengths == [5, 5, 5, 5]  # random CartPole survives 5 steps
+    assert all(e.truncated and not e.terminated for e in data.episodes)
+
+
+def test_missing_and_broken_minari_datasets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
-    with pytest.raises(DatasetError, match=f"looked in {tmp_path}"):
-        load_dataset("minari:hopper/expert-v0")
+    with pytest.raises(DatasetError, match=f"looked in {tmp_path}/mujoco/hopper/expert-v0"):
+        load_dataset("minari:mujoco/hopper/expert-v0")
+    assert not (tmp_path / "mujoco").exists()  # looking did not create folders
+    broken = tmp_path / "cartpole" / "broken-v0" / "data"
+    broken.mkdir(parents=True)
+    (broken / "main_data.hdf5").write_text("not hdf5")
+    with pytest.raises(DatasetError, match="could not read the dataset in"):
+        load_dataset("minari:cartpole/broken-v0")
