@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -48,9 +49,21 @@ class MemoryCore(nn.Module):
         self.blocks = nn.ModuleList(MemoryBlock(cfg) for _ in range(cfg.n_layers))
         # Pre-LN stacks leave the residual stream un-normalised; normalise once at the top.
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.block != "post_ln" else nn.Identity()
-        self._forward = (
-            torch.compile(self._forward_impl, dynamic=True) if cfg.compile else self._forward_impl
-        )
+        self._compiled: Callable[..., CoreOutput] | None = None  # built on first use
+
+    def __getstate__(self) -> dict[str, object]:
+        # A torch.compile'd bound method cannot be pickled (Ray ships policies by pickle);
+        # drop it and let the copy compile again on its first call.
+        state = dict(self.__dict__)
+        state["_compiled"] = None
+        return state
+
+    def _forward(self, *args: object) -> CoreOutput:
+        if not self.cfg.compile:
+            return self._forward_impl(*args)
+        if self._compiled is None:
+            self._compiled = torch.compile(self._forward_impl, dynamic=True)
+        return self._compiled(*args)
 
     def initial_memory(self, batch_size: int, device: torch.device | str | None = None) -> Memory:
         """Empty memory (all slots invalid) for ``batch_size`` rows."""
@@ -77,7 +90,19 @@ class MemoryCore(nn.Module):
         """
         if memory is None:
             memory = self.initial_memory(x.shape[0], x.device)
+        self._check_memory(x, memory)
         return self._forward(x, memory, episode_start, padding_mask)
+
+    def _check_memory(self, x: torch.Tensor, memory: Memory) -> None:
+        """Fail with the expected shapes rather than an index error deep inside attention."""
+        cfg = self.cfg
+        expected = (cfg.n_layers, x.shape[0], cfg.memory_length, cfg.d_model)
+        if tuple(memory.hidden.shape) != expected or tuple(memory.valid.shape) != expected[1:3]:
+            raise ValueError(
+                f"memory hidden {tuple(memory.hidden.shape)} / valid {tuple(memory.valid.shape)} "
+                f"does not fit this core and batch: expected hidden {expected} (layers, batch, "
+                f"memory_length, d_model) and valid {expected[1:3]}"
+            )
 
     def step(
         self,

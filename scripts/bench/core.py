@@ -4,12 +4,17 @@ Run (CPU, one thread, as our rollout workers run):
     .venv/bin/python scripts/bench/core.py
     .venv/bin/python scripts/bench/core.py --quick           # smaller, for a smoke run
     .venv/bin/python scripts/bench/core.py --device cuda      # the same code on a GPU
+    .venv/bin/python scripts/bench/core.py --schemes rotary   # time only some positional schemes
+    .venv/bin/python scripts/bench/core.py --compile          # cores built with compile=True
 
 Prints three tables, each measured side by side in this one process:
   (a) step() (one token against cached memory) vs recomputing the whole window, per memory length M;
-  (b) training tokens/s (forward + backward) of the core vs the same maths without the fused SDPA
-      kernel (explicit matmul + softmax) vs torch.nn.TransformerEncoder of equal size;
-  (c) achieved FLOP/s of the core's training step vs this device's measured fp32 matmul peak.
+  (b) training tokens/s (forward + backward) of the core, for each positional scheme, vs the same
+      maths without the fused SDPA kernel (explicit matmul + softmax) and vs
+      torch.nn.TransformerEncoder of equal size (which has no memory: T keys instead of M + T);
+  (c) achieved FLOP/s of the core's training step vs this device's measured matmul peak.
+
+On CUDA the core and the encoder both run under bf16 autocast (the core's default there).
 """
 
 from __future__ import annotations
@@ -23,40 +28,53 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
-from rlformer.core import CoreConfig, MemoryCore
+from rlformer.core import CoreConfig, Memory, MemoryCore
 from rlformer.core import attention as attention_module
-from rlformer.core.device import resolve_device
+from rlformer.core.device import autocast_context, resolve_device
 
 
-def timed(
-    fn: Callable[[], object], device: torch.device, min_time: float, warmup: int = 3
-) -> float:
-    """Median seconds per call over repeated timing windows."""
-    for _ in range(warmup):
-        fn()
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    sync()
-    samples = []
-    calls = 1
-    deadline = time.perf_counter() + min_time
-    while time.perf_counter() < deadline or len(samples) < 5:
-        start = time.perf_counter()
-        for _ in range(calls):
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def compare(
+    fns: dict[str, Callable[[], object]], device: torch.device, min_time: float, warmup: int = 2
+) -> dict[str, float]:
+    """Median seconds per call of each function, timed in interleaved rounds.
+
+    Side-by-side ratios are what this script reports. On a shared machine the load drifts, so
+    the competitors take turns within each round rather than each getting its own stretch of
+    time: a busy minute then slows all of them alike and the ratios survive it.
+    """
+    for fn in fns.values():
+        for _ in range(warmup):
             fn()
-        sync()
-        elapsed = (time.perf_counter() - start) / calls
-        samples.append(elapsed)
-        if elapsed * calls < 0.01:
-            calls *= 2
-    samples.sort()
-    return samples[len(samples) // 2]
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    deadline = time.perf_counter() + min_time * len(fns)
+    while time.perf_counter() < deadline or len(samples[next(iter(fns))]) < 5:
+        for name, fn in fns.items():
+            _sync(device)
+            start = time.perf_counter()
+            fn()
+            _sync(device)
+            samples[name].append(time.perf_counter() - start)
+    return {name: sorted(values)[len(values) // 2] for name, values in samples.items()}
 
 
 @contextlib.contextmanager
 def naive_attention() -> Iterator[None]:
     """Swap the fused SDPA kernel for explicit matmul + masked softmax (same maths)."""
 
-    def explicit(q, k, v, attn_mask=None, dropout_p=0.0):  # noqa: ANN001, ANN202
+    def explicit(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        dropout_p: float = 0.0,
+    ) -> torch.Tensor:
+        """``q [B, H, T, h]``, ``k/v [B, H, S, h]``, mask ``[B, 1, T, S]`` -> ``[B, H, T, h]``."""
+        # dropout_p is accepted for signature compatibility; the benchmark runs with dropout 0.
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
         if attn_mask is not None:
             if attn_mask.dtype == torch.bool:
@@ -73,30 +91,48 @@ def naive_attention() -> Iterator[None]:
         attention_module.F.scaled_dot_product_attention = original  # type: ignore[assignment]
 
 
+def core_config(args: argparse.Namespace, memory_length: int, positional: str) -> CoreConfig:
+    """The benchmarked core: GTrXL blocks with GRU gates, d_ff = 4 d_model."""
+    return CoreConfig(
+        n_layers=args.layers,
+        d_model=args.d_model,
+        n_heads=args.heads,
+        d_ff=4 * args.d_model,
+        memory_length=memory_length,
+        positional=positional,
+        compile=args.compile,
+    )
+
+
 def bench_incremental(args: argparse.Namespace, device: torch.device) -> None:
     print("\n(a) one-step inference: step() with cached memory vs recomputing the window")
+    print(f"B={args.batch}, {args.layers} layers, d={args.d_model}, relative positions")
     print(f"{'M':>6} {'step ms':>10} {'recompute ms':>14} {'speed-up':>10}")
     for mem_len in args.memory_lengths:
-        cfg = CoreConfig(
-            n_layers=args.layers,
-            d_model=args.d_model,
-            n_heads=args.heads,
-            d_ff=4 * args.d_model,
-            memory_length=mem_len,
-        )
-        core = MemoryCore(cfg).to(device).eval()
+        core = MemoryCore(core_config(args, mem_len, "relative")).to(device).eval()
         batch = args.batch
         x_window = torch.randn(batch, mem_len + 1, args.d_model, device=device)
         with torch.no_grad():
             memory = core(x_window[:, :-1]).memory
             token = x_window[:, -1]
-            step = timed(lambda c=core, t=token, m=memory: c.step(t, m), device, args.min_time)
-            full = timed(lambda c=core, x=x_window: c(x), device, args.min_time)
+            times = compare(
+                {
+                    "step": lambda c=core, t=token, m=memory: c.step(t, m),
+                    "full": lambda c=core, x=x_window: c(x),
+                },
+                device,
+                args.min_time,
+            )
+        step, full = times["step"], times["full"]
         print(f"{mem_len:>6} {1e3 * step:>10.3f} {1e3 * full:>14.3f} {full / step:>9.1f}x")
 
 
 def training_flops(cfg: CoreConfig, batch: int, seg_len: int) -> float:
-    """Multiply-adds x 2 of one forward + backward (backward ~ 2x forward) of the core."""
+    """Multiply-adds x 2 of one forward + backward (backward ~ 2x forward) of the core.
+
+    Counts the matmuls only (projections, scores, weighted sums, MLP, two GRU gates of 6 d^2
+    per token each, and the relative position term); element-wise work is not counted.
+    """
     d, ctx, ff = cfg.d_model, cfg.memory_length + seg_len, cfg.d_ff
     per_layer = (
         2 * seg_len * d * d  # query
@@ -111,31 +147,34 @@ def training_flops(cfg: CoreConfig, batch: int, seg_len: int) -> float:
     return 3.0 * batch * cfg.n_layers * per_layer
 
 
-def matmul_peak(device: torch.device, min_time: float, dtype: torch.dtype = torch.float32) -> float:
+def square_matmul(device: torch.device, dtype: torch.dtype) -> tuple[Callable[[], object], float]:
+    """One large square matmul and its FLOP count: the practical ceiling for device and dtype."""
     size = 1024 if device.type == "cpu" else 8192
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
-    seconds = timed(lambda: a @ b, device, min_time)
-    return 2 * size**3 / seconds
+    return (lambda: a @ b), 2.0 * size**3
 
 
 def bench_training(args: argparse.Namespace, device: torch.device) -> None:
-    cfg = CoreConfig(
-        n_layers=args.layers,
-        d_model=args.d_model,
-        n_heads=args.heads,
-        d_ff=4 * args.d_model,
-        memory_length=args.train_memory,
-    )
     batch, seg = args.batch, args.segment
     tokens = batch * seg
-    core = MemoryCore(cfg).to(device).train()
     x = torch.randn(batch, seg, args.d_model, device=device)
-    memory = core(x).memory
+    fns: dict[str, Callable[[], object]] = {}
+    for scheme in args.schemes:
+        torch.manual_seed(0)
+        core = MemoryCore(core_config(args, args.train_memory, scheme)).to(device).train()
+        memory = core(x).memory  # a full, valid memory: every query sees M + 1 keys
 
-    def core_step() -> None:
-        out = core(x, memory)
-        out.output.square().mean().backward()
+        def core_step(c: MemoryCore = core, m: Memory = memory) -> None:
+            out = c(x, m)
+            out.output.square().mean().backward()
+
+        def naive_step(step: Callable[[], None] = core_step) -> None:
+            with naive_attention():
+                step()
+
+        fns[f"{scheme}, SDPA"] = core_step
+        fns[f"{scheme}, explicit matmul + softmax"] = naive_step
 
     encoder_layer = nn.TransformerEncoderLayer(
         args.d_model, args.heads, 4 * args.d_model, dropout=0.0, batch_first=True, norm_first=True
@@ -146,36 +185,40 @@ def bench_training(args: argparse.Namespace, device: torch.device) -> None:
     causal = nn.Transformer.generate_square_subsequent_mask(seg, device=device)
 
     def encoder_step() -> None:
-        out = encoder(x, mask=causal, is_causal=True)
-        out.square().mean().backward()
+        with autocast_context(device):  # the same precision the core uses on this device
+            out = encoder(x, mask=causal, is_causal=True)
+        out.float().square().mean().backward()
 
-    fused = timed(core_step, device, args.min_time)
-    with naive_attention():
-        naive = timed(core_step, device, args.min_time)
-    torch_encoder = timed(encoder_step, device, args.min_time)
+    fns["torch.nn.TransformerEncoder (no memory)"] = encoder_step
+    seconds = compare(fns, device, args.min_time)
+
+    reference = seconds[f"{args.schemes[0]}, SDPA"]
     print(
-        f"\n(b) training tokens/s (forward + backward), B={batch} T={seg} M={cfg.memory_length}, "
-        f"{args.layers} layers, d={args.d_model}"
+        f"\n(b) training tokens/s (forward + backward), B={batch} T={seg} "
+        f"M={args.train_memory}, {args.layers} layers, d={args.d_model}, GTrXL/GRU blocks"
     )
-    print(f"{'implementation':<44} {'tokens/s':>12} {'rlformer / it':>14}")
-    rows = [
-        ("rlformer core (GTrXL, relative, SDPA)", fused),
-        ("same maths, explicit matmul + softmax", naive),
-        ("torch.nn.TransformerEncoder (no memory)", torch_encoder),
-    ]
-    for name, seconds in rows:
-        print(f"{name:<44} {tokens / seconds:>12,.0f} {seconds / fused:>13.2f}x")
+    print(f"{'implementation':<52} {'tokens/s':>12} {'time / ' + args.schemes[0]:>16}")
+    for name, secs in seconds.items():
+        label = name if name.startswith("torch") else f"rlformer core: {name}"
+        print(f"{label:<52} {tokens / secs:>12,.0f} {secs / reference:>15.2f}x")
 
+    # (c): time the core step again, interleaved with the peak matmul, so both see the same load.
+    cfg = core_config(args, args.train_memory, args.schemes[0])
     flops = training_flops(cfg, batch, seg)
-    peak = matmul_peak(device, args.min_time)
-    achieved = flops / fused
+    peak_dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    matmuls = {dtype: square_matmul(device, dtype) for dtype in {torch.float32, peak_dtype}}
+    timings = compare(
+        {"core": fns[f"{args.schemes[0]}, SDPA"]} | {str(d): mm for d, (mm, _) in matmuls.items()},
+        device,
+        args.min_time,
+    )
+    rates = {dtype: flop / timings[str(dtype)] for dtype, (_, flop) in matmuls.items()}
+    achieved, peak = flops / timings["core"], rates[peak_dtype]
     precision = "bf16 autocast" if device.type == "cuda" else "fp32"
-    print(f"\n(c) achieved FLOP/s of the core's training step (core runs {precision})")
-    print(f"fp32 matmul peak              {peak / 1e9:10.1f} GFLOP/s")
+    print(f"\n(c) achieved FLOP/s of the {args.schemes[0]} core's training step ({precision})")
+    print(f"fp32 matmul peak              {rates[torch.float32] / 1e9:10.1f} GFLOP/s")
     if device.type == "cuda":
-        bf16_peak = matmul_peak(device, args.min_time, torch.bfloat16)
-        print(f"bf16 matmul peak              {bf16_peak / 1e9:10.1f} GFLOP/s")
-        peak = bf16_peak
+        print(f"bf16 matmul peak              {peak / 1e9:10.1f} GFLOP/s")
     print(
         f"core training step            {achieved / 1e9:10.1f} GFLOP/s  "
         f"({100 * achieved / peak:.1f}% of the {precision.split()[0]} peak)"
@@ -195,6 +238,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--segment", type=int, default=128)
     parser.add_argument("--train-memory", type=int, default=128)
+    parser.add_argument(
+        "--schemes",
+        nargs="+",
+        default=["relative", "rotary", "learned", "none"],
+        choices=["relative", "rotary", "learned", "none"],
+        help="positional schemes timed in (b); the first is the reference row and used in (c)",
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="build the cores with compile=True (slow start)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

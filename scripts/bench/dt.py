@@ -1,7 +1,8 @@
 """Decision Transformer: rlformer vs Hugging Face transformers' DecisionTransformerModel vs BC.
 
 Run (needs the bench extra: `pip install -e ".[bench]"`):
-    .venv/bin/python scripts/bench/dt.py --dataset data/hopper_medium.hdf5 --env Hopper-v5 --target 3600
+    .venv/bin/python scripts/bench/dt.py --dataset data/hopper_medium.hdf5 \
+        --env Hopper-v5 --target 3600
     .venv/bin/python scripts/bench/dt.py --quick       # records small datasets itself
 
 All three learners train in this one process with the same loop (same windows from the same
@@ -21,10 +22,10 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import rlformer_envs  # noqa: F401
 import torch
 from torch import nn
 
-import rlformer_envs  # noqa: F401
 from rlformer.config import EnvConfig, load_config
 from rlformer.data import load_dataset
 from rlformer.data.sampling import WindowBatch, WindowSampler
@@ -42,9 +43,18 @@ class HFDecisionTransformer(nn.Module):
         from transformers import DecisionTransformerConfig, DecisionTransformerModel
 
         config = DecisionTransformerConfig(
-            state_dim=state_dim, act_dim=act_dim, hidden_size=128, n_layer=3, n_head=1,
-            n_inner=512, max_ep_len=4096, action_tanh=not discrete, n_positions=3 * context,
-            resid_pdrop=0.1, attn_pdrop=0.1, embd_pdrop=0.1,
+            state_dim=state_dim,
+            act_dim=act_dim,
+            hidden_size=128,
+            n_layer=3,
+            n_head=1,
+            n_inner=512,
+            max_ep_len=4096,
+            action_tanh=not discrete,
+            n_positions=3 * context,
+            resid_pdrop=0.1,
+            attn_pdrop=0.1,
+            embd_pdrop=0.1,
         )
         self.inner = DecisionTransformerModel(config)
         self.discrete, self.act_dim, self.state_dim = discrete, act_dim, state_dim
@@ -53,8 +63,12 @@ class HFDecisionTransformer(nn.Module):
         if self.discrete:
             actions = nn.functional.one_hot(actions.long(), self.act_dim).float()
         out = self.inner(
-            states=states, actions=actions, rewards=None, returns_to_go=returns_to_go,
-            timesteps=timesteps, attention_mask=None if mask is None else mask.long(),
+            states=states,
+            actions=actions,
+            rewards=None,
+            returns_to_go=returns_to_go,
+            timesteps=timesteps,
+            attention_mask=None if mask is None else mask.long(),
             return_dict=True,
         )
         return type("Out", (), {"action_preds": out.action_preds, "memory": None})()
@@ -80,8 +94,9 @@ class BehaviourCloning(nn.Module):
         return type("Out", (), {"action_preds": self.net(states), "memory": None})()
 
 
-def train(model: nn.Module, sampler: WindowSampler, steps: int, batch: int, discrete: bool,
-          seed: int) -> float:
+def train(
+    model: nn.Module, sampler: WindowSampler, steps: int, batch: int, discrete: bool, seed: int
+) -> float:
     """Same loop for every model; returns training windows per second."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -102,32 +117,62 @@ def train(model: nn.Module, sampler: WindowSampler, steps: int, batch: int, disc
     return steps * batch / (time.perf_counter() - start)
 
 
-def evaluate(model: nn.Module, sampler: WindowSampler, env_cfg: EnvConfig, target: float,
-             scale: float, context: int, low, high, episodes: int) -> float:  # noqa: ANN001
+def evaluate(
+    model: nn.Module,
+    sampler: WindowSampler,
+    env_cfg: EnvConfig,
+    target: float,
+    scale: float,
+    context: int,
+    low,
+    high,
+    episodes: int,
+) -> float:  # noqa: ANN001
     model.eval()
     env = make_env(env_cfg.id, env_cfg.kwargs)
     discrete = isinstance(env.action_space, gym.spaces.Discrete)
-    policy = DTPolicy(model, sampler.state_mean, sampler.state_std, scale, context, False, low, high)
+    policy = DTPolicy(
+        model, sampler.state_mean, sampler.state_std, scale, context, False, low, high
+    )
     policy.model.discrete = discrete  # the runner reads these three fields
     policy.model.state_dim = sampler.states.shape[1]
-    policy.model.act_dim = int(env.action_space.n) if discrete else int(np.prod(env.action_space.shape))
+    policy.model.act_dim = (
+        int(env.action_space.n) if discrete else int(np.prod(env.action_space.shape))
+    )
     return float(np.mean(run_return_conditioned(policy, env_cfg, target, episodes).returns))
 
 
 def quick_datasets(folder: Path) -> list[tuple[Path, str, dict, float, float]]:
     """Small datasets recorded on the spot: (file, env id, env kwargs, target, return scale)."""
     folder.mkdir(parents=True, exist_ok=True)
-    specs = [("hopper_random.hdf5", "Hopper-v5", {}, 100.0, 100.0),
-             ("tmaze_random.hdf5", "rlformer/TMaze-v0", {"length": 5}, 1.0, 1.0)]
+    specs = [
+        ("hopper_random.hdf5", "Hopper-v5", {}, 100.0, 100.0),
+        ("tmaze_random.hdf5", "rlformer/TMaze-v0", {"length": 5}, 1.0, 1.0),
+    ]
     for name, env_id, _, _, _ in specs:
         if not (folder / name).exists():
-            subprocess.run([sys.executable, "-m", "rlformer.cli", "collect", "--env", env_id,
-                            "--steps", "20000", "--out", str(folder / name)], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "rlformer.cli",
+                    "collect",
+                    "--env",
+                    env_id,
+                    "--steps",
+                    "20000",
+                    "--out",
+                    str(folder / name),
+                ],
+                check=True,
+            )
     return [(folder / name, env, kw, target, scale) for name, env, kw, target, scale in specs]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", type=Path)
     parser.add_argument("--env")
     parser.add_argument("--target", type=float, default=3600.0)
@@ -151,24 +196,38 @@ def main() -> None:
         discrete = isinstance(env.action_space, gym.spaces.Discrete)
         dataset = _normalized_actions(load_dataset(path), low, high)
         sampler = WindowSampler(dataset, context, scale, discrete_actions=discrete)
-        cfg = load_config(None, ["algo=dt", f"env.id={env_id}", f"dt.context={context}",
-                                 f"dt.core.memory_length={3 * context}"])
+        cfg = load_config(
+            None,
+            [
+                "algo=dt",
+                f"env.id={env_id}",
+                f"dt.context={context}",
+                f"dt.core.memory_length={3 * context}",
+            ],
+        )
         state_dim = sampler.states.shape[1]
         act_dim = int(env.action_space.n) if discrete else int(np.prod(env.action_space.shape))
         models = {
             "rlformer DT (shared core)": build_dt(cfg, env.observation_space, env.action_space),
-            "transformers DecisionTransformerModel": HFDecisionTransformer(state_dim, act_dim, discrete, context),
+            "transformers DecisionTransformerModel": HFDecisionTransformer(
+                state_dim, act_dim, discrete, context
+            ),
             "behaviour cloning (MLP)": BehaviourCloning(state_dim, act_dim, discrete),
         }
         rows = []
         for name, model in models.items():
             params = sum(p.numel() for p in model.parameters())
             rate = train(model, sampler, args.steps, args.batch, discrete, seed=0)
-            score = evaluate(model, sampler, env_cfg, target, scale, context, low, high, args.episodes)
+            score = evaluate(
+                model, sampler, env_cfg, target, scale, context, low, high, args.episodes
+            )
             rows.append((name, params, rate, score))
         hf_rate = rows[1][2]
-        print(f"\n{env_id} ({path}, {dataset.num_transitions} transitions), {args.steps} steps x "
-              f"batch {args.batch}, target {target:g}, dataset return mean {dataset.returns.mean():.2f}")
+        print(
+            f"\n{env_id} ({path}, {dataset.num_transitions} transitions), {args.steps} steps x "
+            f"batch {args.batch}, target {target:g}, "
+            f"dataset return mean {dataset.returns.mean():.2f}"
+        )
         print(f"{'learner':<40} {'params':>9} {'samples/s':>10} {'vs HF':>7} {'return':>9}")
         for name, params, rate, score in rows:
             print(f"{name:<40} {params:>9,} {rate:>10.0f} {rate / hf_rate:>6.2f}x {score:>9.2f}")

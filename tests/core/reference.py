@@ -42,7 +42,7 @@ def _p(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def reference_sinusoid(distance: int, width: int) -> torch.Tensor:
-    """Transformer-XL's r_d: ``[sin(d w_k) for k] ++ [cos(d w_k) for k]``, ``w_k = 10000^(-2k/D)``."""
+    """Transformer-XL's r_d = ``[sin(d w_k)]_k ++ [cos(d w_k)]_k`` with ``w_k = 10000^(-2k/D)``."""
     half = (width + 1) // 2
     sines = [math.sin(distance * 10000.0 ** (-2.0 * k / width)) for k in range(half)]
     cosines = [math.cos(distance * 10000.0 ** (-2.0 * k / width)) for k in range(half)]

@@ -110,3 +110,22 @@ def test_autocast_is_bf16_on_cuda() -> None:
         assert (a @ b).dtype == torch.bfloat16
     with autocast_context(torch.device("cuda"), "fp32"):
         assert (a @ b).dtype == torch.float32
+
+
+def test_memory_that_does_not_fit_is_a_clear_error() -> None:
+    core = MemoryCore(CoreConfig(d_model=8, n_heads=2, d_ff=16, memory_length=4))
+    other = MemoryCore(CoreConfig(d_model=8, n_heads=2, d_ff=16, memory_length=6))
+    with pytest.raises(ValueError, match="memory_length"):
+        core(torch.randn(2, 3, 8), other.initial_memory(2))
+    with pytest.raises(ValueError, match="batch"):
+        core(torch.randn(3, 3, 8), core.initial_memory(2))
+
+
+def test_a_compiled_core_pickles() -> None:
+    """Ray ships policies by pickle; the compiled function is rebuilt on the copy's first call."""
+    import pickle
+
+    core = MemoryCore(CoreConfig(d_model=8, n_heads=2, d_ff=16, memory_length=4, compile=True))
+    copy = pickle.loads(pickle.dumps(core))
+    for name, value in core.state_dict().items():
+        assert torch.equal(copy.state_dict()[name], value)

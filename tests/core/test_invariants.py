@@ -216,8 +216,9 @@ def test_two_layers_match_a_fresh_run_on_their_receptive_field(
 
     A fresh run on just those L*M + 1 tokens computes every intermediate its output needs with a
     full window, so it must match the carried-memory run exactly once the window bites.
+    (trxl_i blocks: a GTrXL at init passes two-hop influence through near-closed gates, ~1e-4.)
     """
-    core = _core(device, memory_length=3, positional=scheme)
+    core = _core(device, memory_length=3, positional=scheme, block="trxl_i")
     reach = core.cfg.n_layers * core.cfg.memory_length
     x = torch.randn(2, 16, 16, device=device)
     no_starts = torch.zeros(2, 16, dtype=torch.bool, device=device)
@@ -226,12 +227,13 @@ def test_two_layers_match_a_fresh_run_on_their_receptive_field(
         for t in range(16):
             expected = core(x[:, max(0, t - reach) : t + 1]).output[:, -1]
             torch.testing.assert_close(carried[:, t], expected, atol=tolerance(device), rtol=0)
-        # The window does bite: a run that sees one token further back differs.
-        longer = core(x[:, 15 - reach - 1 :]).output[:, -1]
-        shorter = core(x[:, 15 - reach :]).output[:, -1]
-        assert (longer - shorter).abs().max() < tolerance(device)
-        wider = _core(device, memory_length=4, positional=scheme)
-        assert (wider(x).output[:, -1] - carried[:, -1]).abs().max() > 1e-4
+        # The receptive field is exactly L*M: token t - L*M still matters, t - L*M - 1 does not.
+        last = x.shape[1] - 1
+        for offset, matters in ((reach, True), (reach + 1, False)):
+            poked = x.clone()
+            poked[:, last - offset] += torch.randn_like(poked[:, 0])  # not a constant: LN drops it
+            change = (core(poked).output[:, -1] - carried[:, -1]).abs().max()
+            assert (change > 1e-3) if matters else (change < tolerance(device)), offset
 
 
 def test_fully_padded_row_is_inert(device: torch.device) -> None:
@@ -257,23 +259,6 @@ def test_dropout_only_in_training_mode() -> None:
     assert (a - b).abs().max() > 1e-3
     core.eval()
     torch.testing.assert_close(core(x).output, core(x).output, atol=0, rtol=0)
-
-
-@pytest.mark.slow
-def test_compiled_core_matches_eager() -> None:
-    """``compile=True`` wraps the same maths in torch.compile (needs a C compiler on CPU)."""
-    eager = _core(torch.device("cpu"), memory_length=4)
-    compiled = _core(torch.device("cpu"), memory_length=4, compile=True)
-    compiled.load_state_dict(eager.state_dict())
-    x = torch.randn(2, 6, 16)
-    starts = torch.zeros(2, 6, dtype=torch.bool)
-    starts[1, 2] = True
-    with torch.no_grad():
-        a, b = eager(x, episode_start=starts), compiled(x, episode_start=starts)
-        step_a = eager.step(x[:, 0], a.memory)
-        step_b = compiled.step(x[:, 0], b.memory)
-    torch.testing.assert_close(b.output, a.output, atol=1e-5, rtol=0)
-    torch.testing.assert_close(step_b.output, step_a.output, atol=1e-5, rtol=0)
 
 
 @pytest.mark.slow
