@@ -48,11 +48,13 @@ def tasks(quick: bool) -> dict[str, Task]:
     def s(n: int) -> int:
         return int(n * scale)
 
+    # One attention layer whose window M covers the corridor: memory is detached between
+    # fragments, so a cue relayed through a lower layer's memory would receive no gradient.
     return {
         "tmaze-10": Task("tmaze-10", "rlformer/TMaze-v0", {"length": 10}, s(60_000), 16),
         "tmaze-50": Task("tmaze-50", "rlformer/TMaze-v0", {"length": 50}, s(150_000), 64),
-        "tmaze-100": Task("tmaze-100", "rlformer/TMaze-v0", {"length": 100}, s(300_000), 64, 2),
-        "tmaze-250": Task("tmaze-250", "rlformer/TMaze-v0", {"length": 250}, s(600_000), 128, 2),
+        "tmaze-100": Task("tmaze-100", "rlformer/TMaze-v0", {"length": 100}, s(300_000), 128),
+        "tmaze-250": Task("tmaze-250", "rlformer/TMaze-v0", {"length": 250}, s(600_000), 256),
         "cartpole-novel": Task(
             "cartpole-novel", "rlformer/CartPoleNoVel-v0", {}, s(150_000), 16, metric="return"
         ),
