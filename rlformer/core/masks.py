@@ -47,9 +47,16 @@ def build_layout(
     episode_start: torch.Tensor | None,
     padding_mask: torch.Tensor | None,
     seg_len: int,
+    window: int | None = None,
 ) -> AttentionLayout:
-    """Visibility ``[B, T, M+T]`` and the validity of the memory that follows this segment."""
+    """Visibility ``[B, T, S+T]`` and the validity of the memory that follows this segment.
+
+    ``memory_valid [B, S]`` describes the memory slots actually passed in; ``window`` is M, how
+    far back a query may look (default S). With no memory (S = 0) the keys are the segment
+    alone, which halves attention work for memoryless calls without changing any output.
+    """
     batch, mem_len = memory_valid.shape
+    window = mem_len if window is None else window
     device = memory_valid.device
     if episode_start is None:
         episode_start = torch.zeros(batch, seg_len, dtype=torch.bool, device=device)
@@ -61,7 +68,7 @@ def build_layout(
     query_pos = torch.arange(seg_len, device=device)[:, None] + mem_len  # [T, 1]
     key_pos = torch.arange(mem_len + seg_len, device=device)[None, :]  # [1, S]
     raw_distance = query_pos - key_pos  # [T, S]
-    in_window = (raw_distance >= 0) & (raw_distance <= mem_len)
+    in_window = (raw_distance >= 0) & (raw_distance <= window)
 
     seg_episode = episode_ids(episode_start)  # [B, T]
     mem_episode = torch.zeros(batch, mem_len, dtype=torch.long, device=device)
@@ -84,5 +91,15 @@ def build_layout(
     # episode of the segment's last position and is not padding.
     last_episode = seg_episode[:, -1:]  # [B, 1]
     combined_valid = key_valid & (key_episode == last_episode)
-    new_valid = combined_valid[:, -mem_len:]
-    return AttentionLayout(visible, raw_distance.clamp(0, mem_len), new_valid, padded)
+    new_valid = _last_slots(combined_valid, window)
+    return AttentionLayout(visible, raw_distance.clamp(0, window), new_valid, padded)
+
+
+def _last_slots(valid: torch.Tensor, window: int) -> torch.Tensor:
+    """The last ``window`` entries of ``valid [B, S]``, left-filled with False if S < window."""
+    if valid.shape[1] >= window:
+        return valid[:, valid.shape[1] - window :]
+    fill = torch.zeros(
+        valid.shape[0], window - valid.shape[1], dtype=torch.bool, device=valid.device
+    )
+    return torch.cat([fill, valid], dim=1)

@@ -89,8 +89,10 @@ class MemoryCore(nn.Module):
             padding_mask: ``[B, T]`` True for padded positions (never attended to, output zero).
         """
         if memory is None:
-            memory = self.initial_memory(x.shape[0], x.device)
-        self._check_memory(x, memory)
+            # No memory slots at all (rather than M invalid ones): same outputs, fewer keys.
+            memory = Memory.empty(self.cfg.n_layers, x.shape[0], 0, self.cfg.d_model, x.device)
+        else:
+            self._check_memory(x, memory)
         return self._forward(x, memory, episode_start, padding_mask)
 
     def _check_memory(self, x: torch.Tensor, memory: Memory) -> None:
@@ -123,15 +125,16 @@ class MemoryCore(nn.Module):
         padding_mask: torch.Tensor | None,
     ) -> CoreOutput:
         mem_len = self.cfg.memory_length
-        layout = build_layout(memory.valid, episode_start, padding_mask, x.shape[1])
+        layout = build_layout(memory.valid, episode_start, padding_mask, x.shape[1], mem_len)
         new_hidden = []
         h = x
         with autocast_context(x.device, self.cfg.precision):
             for layer, block in enumerate(self.blocks):
                 layer_memory = memory.hidden[layer].detach().to(h.dtype)  # [B, M, d]
-                new_hidden.append(
-                    torch.cat([layer_memory, h], dim=1)[:, -mem_len:].detach().float()
-                )
+                combined = torch.cat([layer_memory, h], dim=1)  # [B, S + T, d]
+                if combined.shape[1] < mem_len:  # fewer tokens than slots: zero-fill the front
+                    combined = nn.functional.pad(combined, (0, 0, mem_len - combined.shape[1], 0))
+                new_hidden.append(combined[:, combined.shape[1] - mem_len :].detach().float())
                 h = block(h, layer_memory, layout)
             h = self.final_norm(h)
         output = h.float().masked_fill(layout.padded[..., None], 0.0)
