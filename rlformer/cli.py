@@ -83,7 +83,8 @@ def train(
 @app.command("eval")
 def evaluate(
     checkpoint: Annotated[
-        Path, typer.Argument(help="Run directory (latest checkpoint) or checkpoint file.")
+        str,
+        typer.Argument(help="Run directory, checkpoint file, or sb3:PATH.zip (needs --env)."),
     ],
     env: Annotated[
         str | None, typer.Option(help="Env id to evaluate on (default: the training env).")
@@ -120,7 +121,8 @@ def evaluate(
     from rlformer.runs import load_checkpoint
 
     try:
-        kind = load_checkpoint(checkpoint).get("kind", "ppo")
+        is_sb3 = str(checkpoint).startswith("sb3:")
+        kind = "sb3" if is_sb3 else load_checkpoint(checkpoint).get("kind", "ppo")
         if kind == "dt":
             targets = None
             if target_return:

@@ -10,7 +10,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rlformer.evaluation.runner import EpisodeResults, run_episodes
+from rlformer.config import EnvConfig
+from rlformer.evaluation.runner import EpisodeResults, PolicyActions, run_source_episodes
 from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
 
 
@@ -33,15 +34,41 @@ def evaluate_agent(
     num_envs: int = 8,
     deterministic: bool = True,
 ) -> EvaluationReport:
-    """Run ``episodes`` episodes for each of ``seeds`` seeds and summarise all of them."""
-    from rlformer.training import load_agent
+    """Run ``episodes`` episodes for each of ``seeds`` seeds and summarise all of them.
 
-    model, cfg, _ = load_agent(checkpoint)
-    env_cfg = cfg.env if env_id is None else cfg.env.model_copy(update={"id": env_id, "kwargs": {}})
+    ``checkpoint`` is an rlformer run directory / checkpoint, or ``sb3:PATH.zip`` for a
+    stable-baselines3 model (then ``env_id`` is required), so baselines land in the same table.
+    """
+    text = str(checkpoint)
+    if text.startswith("sb3:"):
+        if env_id is None:
+            from rlformer.rollout.env_factory import EnvError
+
+            raise EnvError(f"{text}: give --env ENV_ID to evaluate a stable-baselines3 model")
+        from rlformer.data.policies import SB3Policy
+
+        env_cfg = EnvConfig(id=env_id)
+
+        def make_source(slots: int, seed: int) -> SB3Policy:
+            return SB3Policy(text.removeprefix("sb3:"), deterministic=deterministic)
+    else:
+        from rlformer.training import load_agent
+
+        model, cfg, _ = load_agent(checkpoint)
+        env_cfg = (
+            cfg.env if env_id is None else cfg.env.model_copy(update={"id": env_id, "kwargs": {}})
+        )
+
+        def make_source(slots: int, seed: int) -> PolicyActions:  # type: ignore[misc]
+            return PolicyActions(model, slots, deterministic, seed)
+
     rows: list[dict[str, float]] = []
     merged = EpisodeResults()
     for seed in range(seeds):
-        part = run_episodes(model, env_cfg, episodes, num_envs, deterministic, seed=1000 * seed)
+        slots = max(1, min(num_envs, episodes))
+        part = run_source_episodes(
+            make_source(slots, 1000 * seed), env_cfg, episodes, slots, seed=1000 * seed
+        )
         for i, (ret, length) in enumerate(zip(part.returns, part.lengths, strict=True)):
             row = {"seed": seed, "episode": i, "return": ret, "length": length}
             if part.successes:
@@ -51,7 +78,7 @@ def evaluate_agent(
         merged.lengths += part.lengths
         merged.successes += part.successes
     summary = summarize_scores(merged.returns, merged.successes or None)
-    return EvaluationReport(str(checkpoint), env_cfg.id, deterministic, summary, rows)
+    return EvaluationReport(text, env_cfg.id, deterministic, summary, rows)
 
 
 def evaluate_return_conditioned(

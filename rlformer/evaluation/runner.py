@@ -8,6 +8,7 @@ episodes (a slot only starts an episode when one is still needed).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -41,7 +42,41 @@ class EpisodeResults:
         return out
 
 
-@torch.no_grad()
+class PolicyActions:
+    """Adapts an :class:`ActorCritic` to ``act(obs, episode_start) -> env actions``."""
+
+    def __init__(
+        self,
+        model: ActorCritic,
+        num_envs: int,
+        deterministic: bool,
+        seed: int,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        self.model = model.eval()
+        self.state = model.initial_state(num_envs, device)
+        self.deterministic, self.device = deterministic, device
+        self.generator = torch.Generator().manual_seed(seed) if str(device) == "cpu" else None
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+        out = self.model.act(
+            torch.as_tensor(obs, device=self.device),
+            self.state,
+            torch.as_tensor(episode_start, device=self.device),
+            deterministic=self.deterministic,
+            generator=self.generator,
+        )
+        self.state = out.state
+        return self.model.env_action(out.action)
+
+
+class ActionSource(Protocol):
+    """Anything that picks actions for a batch of env slots and resets memory at episode starts."""
+
+    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray: ...
+
+
 def run_episodes(
     model: ActorCritic,
     env_cfg: EnvConfig,
@@ -52,12 +87,18 @@ def run_episodes(
     device: torch.device | str = "cpu",
 ) -> EpisodeResults:
     """Play ``episodes`` full episodes with ``model`` (seeded: slot i starts from seed + i)."""
+    slots = max(1, min(num_envs, episodes))
+    source = PolicyActions(model, slots, deterministic, seed, device)
+    return run_source_episodes(source, env_cfg, episodes, slots, seed)
+
+
+def run_source_episodes(
+    source: ActionSource, env_cfg: EnvConfig, episodes: int, num_envs: int, seed: int = 0
+) -> EpisodeResults:
+    """Play ``episodes`` full episodes with any action source (rlformer or stable-baselines3)."""
     num_envs = max(1, min(num_envs, episodes))
     envs = make_vector_env(env_cfg.id, num_envs, env_cfg.kwargs, env_cfg.max_episode_steps)
-    generator = torch.Generator().manual_seed(seed)
-    model.eval()
     obs, _ = envs.reset(seed=[seed + i for i in range(num_envs)])
-    state = model.initial_state(num_envs, device)
     episode_start = np.ones(num_envs, dtype=bool)
     running = np.zeros(num_envs)
     lengths = np.zeros(num_envs, dtype=np.int64)
@@ -65,14 +106,7 @@ def run_episodes(
     active = np.ones(num_envs, dtype=bool)
     results = EpisodeResults()
     while active.any():
-        out = model.act(
-            torch.as_tensor(obs, device=device),
-            state,
-            torch.as_tensor(episode_start, device=device),
-            deterministic=deterministic,
-            generator=generator if str(device) == "cpu" else None,
-        )
-        obs, reward, term, trunc, info = envs.step(model.env_action(out.action))
+        obs, reward, term, trunc, info = envs.step(source.act(obs, episode_start))
         running += reward
         lengths += 1
         done = term | trunc
@@ -91,6 +125,6 @@ def run_episodes(
                 active[slot] = False
         running[done] = 0.0
         lengths[done] = 0
-        state, episode_start = out.state, done
+        episode_start = done
     envs.close()
     return results

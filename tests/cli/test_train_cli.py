@@ -181,3 +181,27 @@ def test_missing_config_and_checkpoint_errors(tmp_path: Path) -> None:
 def test_every_help_is_complete(tmp_path: Path, command: str) -> None:
     result = rlformer(command, "--help", cwd=tmp_path)
     assert "Usage" in result.stdout and len(result.stdout.splitlines()) > 3
+
+
+@pytest.mark.slow
+def test_eval_puts_a_stable_baselines3_model_in_the_same_table(tmp_path: Path) -> None:
+    from stable_baselines3 import PPO
+
+    PPO("MlpPolicy", "CartPole-v1", n_steps=64, seed=0, device="cpu").save(tmp_path / "ppo.zip")
+    result = rlformer(
+        "eval",
+        f"sb3:{tmp_path / 'ppo.zip'}",
+        "--env",
+        "CartPole-v1",
+        "--episodes",
+        "5",
+        "--json",
+        str(tmp_path / "sb3.json"),
+        cwd=tmp_path,
+    )
+    assert "IQM" in result.stdout and "CartPole-v1" in result.stdout
+    report = json.loads((tmp_path / "sb3.json").read_text())
+    assert report["episodes"] == 5 and report["checkpoint"].startswith("sb3:")
+    assert all(row["return"] == row["length"] for row in report["episodes_detail"])  # 1 per step
+    missing_env = rlformer("eval", f"sb3:{tmp_path / 'ppo.zip'}", cwd=tmp_path, check=False)
+    assert missing_env.returncode == 2 and "give --env" in missing_env.stderr
