@@ -28,9 +28,10 @@ from rlformer.rollout.env_factory import make_env
 from rlformer.runs import MetricsLogger, load_checkpoint, new_run_dir, save_checkpoint
 
 
-def _normalized_actions(
+def normalized_actions(
     dataset: Dataset, low: np.ndarray | None, high: np.ndarray | None
 ) -> Dataset:
+    """Actions rescaled from the env's Box bounds to [-1, 1], the range of the DT's tanh head."""
     if low is None or high is None:
         return dataset
     episodes = [
@@ -87,7 +88,7 @@ def train_dt(cfg: TrainConfig, resume_dir: str | Path | None = None) -> Any:
     observation_space, action_space = env.observation_space, env.action_space
     env.close()
     low, high = action_bounds(action_space)
-    dataset = _normalized_actions(load_dataset(cfg.dt.dataset), low, high)
+    dataset = normalized_actions(load_dataset(cfg.dt.dataset), low, high)
     discrete = isinstance(action_space, gym.spaces.Discrete)
     sampler = WindowSampler(dataset, cfg.dt.context, cfg.dt.return_scale, discrete_actions=discrete)
     torch.manual_seed(cfg.run.seed)

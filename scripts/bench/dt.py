@@ -29,7 +29,7 @@ from torch import nn
 from rlformer.config import EnvConfig, load_config
 from rlformer.data import load_dataset
 from rlformer.data.sampling import WindowBatch, WindowSampler
-from rlformer.dt_training import _normalized_actions, build_dt
+from rlformer.dt_training import build_dt, normalized_actions
 from rlformer.evaluation.dt_runner import DTPolicy, action_bounds, run_return_conditioned
 from rlformer.models.decision_transformer import dt_loss
 from rlformer.rollout.env_factory import make_env
@@ -194,7 +194,7 @@ def main() -> None:
         env = make_env(env_id, kwargs)
         low, high = action_bounds(env.action_space)
         discrete = isinstance(env.action_space, gym.spaces.Discrete)
-        dataset = _normalized_actions(load_dataset(path), low, high)
+        dataset = normalized_actions(load_dataset(path), low, high)
         sampler = WindowSampler(dataset, context, scale, discrete_actions=discrete)
         cfg = load_config(
             None,
