@@ -82,70 +82,139 @@ def train(
 
 @app.command("eval")
 def evaluate(
-    checkpoint: Annotated[
-        str,
-        typer.Argument(help="Run directory, checkpoint file, or sb3:PATH.zip (needs --env)."),
+    agents: Annotated[
+        list[str],
+        typer.Argument(
+            help="Run directories, checkpoint files or sb3:PATH.zip models (several: one table)."
+        ),
     ],
     env: Annotated[
-        str | None, typer.Option(help="Env id to evaluate on (default: the training env).")
+        str | None, typer.Option(help="Env id to evaluate on (default: each agent's training env).")
     ] = None,
-    episodes: Annotated[int, typer.Option(min=1, help="Episodes per seed.")] = 20,
+    suite: Annotated[
+        Path | None,
+        typer.Option(help="Evaluate on every task of a suite file (configs/eval/*.yaml)."),
+    ] = None,
+    episodes: Annotated[
+        int | None, typer.Option(min=1, help="Episodes per seed (default 20, or the suite's).")
+    ] = None,
     seeds: Annotated[
-        int, typer.Option(min=1, help="Independent seeds (seed s seeds env slot i with 1000*s+i).")
-    ] = 1,
+        int | None,
+        typer.Option(
+            min=1, help="Independent seeds; seed s seeds env slot i with 1000*s+i (default 1)."
+        ),
+    ] = None,
     num_envs: Annotated[int, typer.Option(min=1, help="Vector envs stepped together.")] = 8,
     stochastic: Annotated[bool, typer.Option(help="Sample actions instead of the mode.")] = False,
+    target_return: Annotated[
+        str | None,
+        typer.Option(
+            help="Return-conditioned agents: targets as a list (3600,1800) or a range "
+            "START:STOP:COUNT (0:3600:10). Default: the targets of the agent's config."
+        ),
+    ] = None,
     json_out: Annotated[
-        Path | None, typer.Option("--json", help="Also write the summary and episodes as JSON.")
+        Path | None, typer.Option("--json", help="Also write all statistics and episodes as JSON.")
     ] = None,
     csv_out: Annotated[
         Path | None, typer.Option("--csv", help="Also write one row per episode as CSV.")
     ] = None,
-    target_return: Annotated[
-        str | None,
-        typer.Option(help="Decision Transformers: target returns, comma-separated (3600,1800)."),
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="Return-conditioned agents: PNG of achieved vs target return."),
     ] = None,
 ) -> None:
-    """Evaluate a trained agent: mean, std, median, IQM with bootstrap 95% CIs, success rate.
+    """Evaluate agents: mean, std, median, IQM with bootstrap 95% CIs, D4RL score, success.
 
-    For a Decision Transformer, each --target-return is evaluated in turn (default: the
-    targets of its config).
+    Memory is reset at every episode start. Agents are evaluated on --env, on every task of
+    --suite whose spaces they fit, or on the env they were trained on.
     """
+    from rlformer.evaluation.agents import load_eval_agent
+    from rlformer.evaluation.plots import plot_return_sweep
     from rlformer.evaluation.report import (
-        evaluate_agent,
-        evaluate_return_conditioned,
-        print_summary,
+        evaluate_suite,
+        evaluate_task,
+        parse_target_returns,
+        print_reports,
         write_csv,
         write_json,
     )
-    from rlformer.runs import load_checkpoint
+    from rlformer.evaluation.suites import load_suite
 
+    if env is not None and suite is not None:
+        fail("give either --env or --suite, not both")
     try:
-        is_sb3 = str(checkpoint).startswith("sb3:")
-        kind = "sb3" if is_sb3 else load_checkpoint(checkpoint).get("kind", "ppo")
-        if kind == "dt":
-            targets = None
-            if target_return:
-                try:
-                    targets = [float(x) for x in target_return.split(",") if x.strip()]
-                except ValueError:
-                    fail(f"--target-return {target_return!r}: expected numbers like 3600,1800")
-            reports = evaluate_return_conditioned(checkpoint, env, targets, episodes * seeds)
-            for report in reports:
-                print_summary(report)
-            if json_out is not None:
-                json_out.write_text(
-                    "[" + ",".join(json.dumps(r.summary.as_dict()) for r in reports) + "]"
+        targets = parse_target_returns(target_return) if target_return else None
+    except ValueError as err:
+        fail(str(err))
+    try:
+        loaded = [load_eval_agent(name) for name in agents]
+        skipped: list[str] = []
+        if suite is not None:
+            chosen = load_suite(suite)
+            reports, skipped = evaluate_suite(
+                loaded, chosen, num_envs, not stochastic, targets, episodes, seeds
+            )
+            title = f"suite {chosen.name}"
+        else:
+            reports = []
+            for agent in loaded:
+                env_cfg = _eval_env(agent, env)
+                reports += evaluate_task(
+                    agent, env_cfg, episodes or 20, seeds or 1, num_envs, not stochastic, targets
                 )
-            return
-        report = evaluate_agent(checkpoint, env, episodes, seeds, num_envs, not stochastic)
+            title = "rlformer eval"
+        if plot is not None and not any(r.target_return is not None for r in reports):
+            fail("--plot draws achieved vs target return: it needs a Decision Transformer")
     except _user_errors() as err:
         fail(str(err))
-    print_summary(report)
+    print_reports(reports, title)
+    for line in skipped:
+        typer.echo(f"skipped {line}", err=True)
     if json_out is not None:
-        write_json(report, json_out)
+        ranges = {a.name: a.dataset_returns for a in loaded if a.dataset_returns}
+        write_json(reports, json_out, dataset_returns=ranges)
     if csv_out is not None:
-        write_csv(report, csv_out)
+        write_csv(reports, csv_out)
+    if plot is not None:
+        conditioned = [r for r in reports if r.target_return is not None]
+        ranges = [a.dataset_returns for a in loaded if a.kind == "dt" and a.dataset_returns]
+        plot_return_sweep(conditioned, plot, ranges[0] if len(ranges) == 1 else None)
+        typer.echo(f"wrote {plot}")
+
+
+def _eval_env(agent, env_id: str | None):  # noqa: ANN001, ANN202 - Agent -> EnvConfig
+    """--env if given (registered kwargs), else the env the agent was trained on."""
+    from rlformer.config import EnvConfig
+    from rlformer.rollout.env_factory import EnvError
+
+    if env_id is not None:
+        return EnvConfig(id=env_id)
+    if agent.training_env is None:
+        raise EnvError(f"{agent.name}: give --env ENV_ID or --suite FILE to evaluate it")
+    return agent.training_env
+
+
+@app.command()
+def plot(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories to draw, one line each.")],
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(help="Metric to draw (repeat for more panels); default: the main one."),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Output PNG.")] = Path("learning_curves.png"),
+    smooth: Annotated[
+        int, typer.Option(min=1, help="Trailing moving average over this many logged rows.")
+    ] = 1,
+) -> None:
+    """Learning curves from run directories' metrics.jsonl as a PNG."""
+    from rlformer.evaluation.plots import plot_learning_curves
+
+    try:
+        path = plot_learning_curves(runs, out, metric, smooth)
+    except (FileNotFoundError, ValueError) as err:
+        fail(str(err))
+    typer.echo(f"wrote {path}")
 
 
 @app.command()

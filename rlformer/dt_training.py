@@ -49,6 +49,24 @@ def normalized_actions(
     return Dataset(episodes, dataset.source, dataset.metadata)
 
 
+def episode_return_range(dataset: Dataset) -> dict[str, float]:
+    """Min, max, mean and quartiles of the dataset's episode returns.
+
+    Stored in the checkpoint so a return sweep can show which targets the data ever reached.
+    """
+    returns = np.array([float(np.sum(e.rewards)) for e in dataset.episodes])
+    q25, median, q75 = np.quantile(returns, [0.25, 0.5, 0.75])
+    return {
+        "episodes": float(returns.size),
+        "min": float(returns.min()),
+        "max": float(returns.max()),
+        "mean": float(returns.mean()),
+        "q25": float(q25),
+        "median": float(median),
+        "q75": float(q75),
+    }
+
+
 def build_dt(
     cfg: TrainConfig, observation_space: gym.Space, action_space: gym.Space
 ) -> DecisionTransformer:
@@ -89,6 +107,7 @@ def train_dt(cfg: TrainConfig, resume_dir: str | Path | None = None) -> Any:
     env.close()
     low, high = action_bounds(action_space)
     dataset = normalized_actions(load_dataset(cfg.dt.dataset), low, high)
+    dataset_returns = episode_return_range(dataset)
     discrete = isinstance(action_space, gym.spaces.Discrete)
     sampler = WindowSampler(dataset, cfg.dt.context, cfg.dt.return_scale, discrete_actions=discrete)
     torch.manual_seed(cfg.run.seed)
@@ -126,6 +145,7 @@ def train_dt(cfg: TrainConfig, resume_dir: str | Path | None = None) -> Any:
                 "model": model.state_dict(),
                 "learner": learner.state_dict(),
                 "normalization": normalization,
+                "dataset_returns": dataset_returns,
                 "sampler_rng": rng.bit_generator.state,
                 "torch_rng": torch.get_rng_state(),
             },

@@ -1,145 +1,296 @@
-"""Evaluate a checkpoint over seeds and report robust statistics (terminal table, JSON, CSV)."""
+"""Evaluate agents on tasks over seeds and report robust statistics (terminal table, JSON, CSV).
+
+One row per (agent, task[, target return]): mean, std, median and IQM with bootstrap 95% CIs,
+the D4RL-normalised score where D4RL has reference returns for the task, and the success rate
+where the env reports ``is_success``.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from rlformer.config import EnvConfig
-from rlformer.evaluation.runner import EpisodeResults, PolicyActions, run_source_episodes
+from rlformer.data.references import normalized_score, reference_for
+from rlformer.evaluation.agents import Agent, check_fits, space_mismatch
+from rlformer.evaluation.runner import EpisodeResults, run_source_episodes
 from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
+from rlformer.evaluation.suites import Suite
+from rlformer.rollout.env_factory import EnvError
 
 
 @dataclass
 class EvaluationReport:
-    """Everything one ``rlformer eval`` produced for one task."""
+    """Statistics of one agent on one task (and one target return for return-conditioned agents)."""
 
-    checkpoint: str
+    agent: str
+    task: str
     env_id: str
     deterministic: bool
     summary: ScoreSummary
-    episodes: list[dict[str, float]]  # seed, episode, return, length, success (if reported)
+    episodes: list[dict[str, float]]  # seed, episode, return, length[, success, normalized]
+    target_return: float | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "agent": self.agent,
+            "task": self.task,
+            "env": self.env_id,
+            "target_return": self.target_return,
+            "deterministic": self.deterministic,
+            **self.summary.as_dict(),
+            "episodes_detail": self.episodes,
+        }
 
 
-def evaluate_agent(
-    checkpoint: str | Path,
-    env_id: str | None,
+def seed_offset(seed: int) -> int:
+    """Env seed of slot 0 for evaluation seed ``seed`` (slot i gets ``seed_offset(seed) + i``)."""
+    return 1000 * seed
+
+
+def d4rl_normalizer(env_id: str) -> Callable[[float], float] | None:
+    """Return -> D4RL-normalised score for tasks D4RL has reference returns for."""
+    if reference_for(env_id) is None:
+        return None
+    return lambda episode_return: float(normalized_score(episode_return, env_id))  # type: ignore[arg-type]
+
+
+def evaluate_task(
+    agent: Agent,
+    env_cfg: EnvConfig,
     episodes: int,
     seeds: int,
     num_envs: int = 8,
     deterministic: bool = True,
-) -> EvaluationReport:
-    """Run ``episodes`` episodes for each of ``seeds`` seeds and summarise all of them.
+    targets: list[float] | None = None,
+    label: str | None = None,
+) -> list[EvaluationReport]:
+    """``episodes`` episodes per seed on one task; one report per target for a DT.
 
-    ``checkpoint`` is an rlformer run directory / checkpoint, or ``sb3:PATH.zip`` for a
-    stable-baselines3 model (then ``env_id`` is required), so baselines land in the same table.
+    Memory is reset at every episode start. Return-conditioned agents run each target's episodes
+    in parallel (one env per episode) and always act on the predicted mean / most likely action.
     """
-    text = str(checkpoint)
-    if text.startswith("sb3:"):
-        if env_id is None:
-            from rlformer.rollout.env_factory import EnvError
+    check_fits(agent, env_cfg)
+    label = label or env_cfg.id
+    normalizer = d4rl_normalizer(env_cfg.id)
+    if agent.kind == "dt":
+        from rlformer.evaluation.dt_runner import run_return_conditioned
 
-            raise EnvError(f"{text}: give --env ENV_ID to evaluate a stable-baselines3 model")
-        from rlformer.data.policies import SB3Policy
-
-        env_cfg = EnvConfig(id=env_id)
-
-        def make_source(slots: int, seed: int) -> SB3Policy:
-            return SB3Policy(text.removeprefix("sb3:"), deterministic=deterministic)
-    else:
-        from rlformer.training import load_agent
-
-        model, cfg, _ = load_agent(checkpoint)
-        env_cfg = (
-            cfg.env if env_id is None else cfg.env.model_copy(update={"id": env_id, "kwargs": {}})
+        chosen = targets or agent.default_targets
+        if not chosen:
+            raise EnvError(f"{agent.name}: give target returns (--target-return) to evaluate a DT")
+        reports = []
+        for target in chosen:
+            parts = [
+                run_return_conditioned(
+                    agent.dt_policy, env_cfg, target, episodes, seed=seed_offset(s)
+                )
+                for s in range(seeds)
+            ]
+            reports.append(_report(agent, label, env_cfg, True, parts, normalizer, target))
+        return reports
+    assert agent.make_source is not None
+    slots = max(1, min(num_envs, episodes))
+    parts = [
+        run_source_episodes(
+            agent.make_source(slots, deterministic, seed_offset(s)),
+            env_cfg,
+            episodes,
+            slots,
+            seed=seed_offset(s),
         )
+        for s in range(seeds)
+    ]
+    return [_report(agent, label, env_cfg, deterministic, parts, normalizer, None)]
 
-        def make_source(slots: int, seed: int) -> PolicyActions:  # type: ignore[misc]
-            return PolicyActions(model, slots, deterministic, seed)
 
+def _report(
+    agent: Agent,
+    label: str,
+    env_cfg: EnvConfig,
+    deterministic: bool,
+    parts: list[EpisodeResults],
+    normalizer: Callable[[float], float] | None,
+    target: float | None,
+) -> EvaluationReport:
     rows: list[dict[str, float]] = []
     merged = EpisodeResults()
-    for seed in range(seeds):
-        slots = max(1, min(num_envs, episodes))
-        part = run_source_episodes(
-            make_source(slots, 1000 * seed), env_cfg, episodes, slots, seed=1000 * seed
-        )
+    for seed, part in enumerate(parts):
         for i, (ret, length) in enumerate(zip(part.returns, part.lengths, strict=True)):
-            row = {"seed": seed, "episode": i, "return": ret, "length": length}
+            row: dict[str, float] = {"seed": seed, "episode": i, "return": ret, "length": length}
             if part.successes:
                 row["success"] = part.successes[i]
+            if normalizer is not None:
+                row["normalized"] = normalizer(ret)
             rows.append(row)
         merged.returns += part.returns
         merged.lengths += part.lengths
         merged.successes += part.successes
-    summary = summarize_scores(merged.returns, merged.successes or None)
-    return EvaluationReport(text, env_cfg.id, deterministic, summary, rows)
-
-
-def evaluate_return_conditioned(
-    checkpoint: str | Path, env_id: str | None, targets: list[float] | None, episodes: int
-) -> list[EvaluationReport]:
-    """One report per target return for a Decision Transformer checkpoint."""
-    from rlformer.dt_training import load_dt_policy
-    from rlformer.evaluation.dt_runner import run_return_conditioned
-    from rlformer.runs import load_checkpoint
-
-    policy, cfg = load_dt_policy(load_checkpoint(checkpoint))
-    env_cfg = cfg.env if env_id is None else cfg.env.model_copy(update={"id": env_id, "kwargs": {}})
-    reports = []
-    for target in targets or cfg.dt.target_returns:
-        result = run_return_conditioned(policy, env_cfg, target, episodes)
-        rows = [
-            {"seed": 0, "episode": i, "return": r, "length": n}
-            for i, (r, n) in enumerate(zip(result.returns, result.lengths, strict=True))
-        ]
-        summary = summarize_scores(result.returns, result.successes or None)
-        reports.append(
-            EvaluationReport(
-                str(checkpoint), f"{env_cfg.id} target {target:g}", True, summary, rows
-            )
-        )
-    return reports
-
-
-def print_summary(report: EvaluationReport) -> None:
-    s = report.summary
-    table = Table(title=f"{report.env_id} ({s.episodes} episodes)")
-    for column in ("mean", "std", "median", "IQM", "mean 95% CI", "IQM 95% CI", "success"):
-        table.add_column(column, justify="right")
-    success = "-" if s.success_rate is None else f"{100 * s.success_rate:.1f}%"
-    table.add_row(
-        f"{s.mean:.2f}",
-        f"{s.std:.2f}",
-        f"{s.median:.2f}",
-        f"{s.iqm:.2f}",
-        f"[{s.mean_ci[0]:.2f}, {s.mean_ci[1]:.2f}]",
-        f"[{s.iqm_ci[0]:.2f}, {s.iqm_ci[1]:.2f}]",
-        success,
+    summary = summarize_scores(merged.returns, merged.successes or None, normalizer)
+    return EvaluationReport(
+        agent.name, label, env_cfg.id, deterministic, summary, rows, target_return=target
     )
-    Console().print(table)
 
 
-def write_json(report: EvaluationReport, path: Path) -> None:
-    payload = {
-        "checkpoint": report.checkpoint,
-        "env": report.env_id,
-        "deterministic": report.deterministic,
-        **report.summary.as_dict(),
-        "episodes_detail": report.episodes,
-    }
+def evaluate_suite(
+    agents: list[Agent],
+    suite: Suite,
+    num_envs: int = 8,
+    deterministic: bool = True,
+    targets: list[float] | None = None,
+    episodes: int | None = None,
+    seeds: int | None = None,
+) -> tuple[list[EvaluationReport], list[str]]:
+    """Every agent on every suite task its spaces fit; also returns why pairs were skipped.
+
+    A MuJoCo suite mixes observation sizes, so a Hopper agent is evaluated on Hopper only;
+    an agent that fits no task at all is an error rather than an empty table.
+    """
+    reports: list[EvaluationReport] = []
+    skipped: list[str] = []
+    for agent in agents:
+        fitted = 0
+        for task in suite.tasks:
+            env_cfg = task.env_config()
+            reason = space_mismatch(agent, env_cfg)
+            if reason is not None:
+                skipped.append(f"{agent.name} on {task.name}: {reason}")
+                continue
+            fitted += 1
+            reports += evaluate_task(
+                agent,
+                env_cfg,
+                episodes or suite.episodes,
+                seeds or suite.seeds,
+                num_envs,
+                deterministic,
+                targets or task.target_returns,
+                label=task.name,
+            )
+        if fitted == 0:
+            raise EnvError(
+                f"{agent.name} fits no task of suite {suite.name!r} "
+                f"(its observation or action space differs from all of them)"
+            )
+    return reports, skipped
+
+
+def parse_target_returns(text: str) -> list[float]:
+    """``"3600,1800"`` or a range ``"START:STOP:COUNT"`` (inclusive, evenly spaced), or both.
+
+    >>> parse_target_returns("0:100:5,150")
+    [0.0, 25.0, 50.0, 75.0, 100.0, 150.0]
+    """
+    targets: list[float] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            if ":" in part:
+                start, stop, count = part.split(":")
+                if int(count) < 2:
+                    raise ValueError
+                targets += [float(x) for x in np.linspace(float(start), float(stop), int(count))]
+            else:
+                targets.append(float(part))
+        except ValueError:
+            raise ValueError(
+                f"target returns {text!r}: expected numbers like 3600,1800 or a range "
+                f"START:STOP:COUNT like 0:3600:10 (COUNT >= 2), got {part!r}"
+            ) from None
+    if not targets:
+        raise ValueError(f"target returns {text!r}: no numbers given")
+    return targets
+
+
+def print_reports(reports: list[EvaluationReport], title: str = "rlformer eval") -> None:
+    """One table; agent, target, D4RL-score and success columns appear only when they vary."""
+    show_agent = len({r.agent for r in reports}) > 1
+    show_target = any(r.target_return is not None for r in reports)
+    show_normalized = any(r.summary.normalized_mean is not None for r in reports)
+    show_success = any(r.summary.success_rate is not None for r in reports)
+    table = Table(title=title)
+    columns = (
+        (["agent"] if show_agent else [])
+        + ["task"]
+        + (["target"] if show_target else [])
+        + ["episodes", "mean", "std", "median", "IQM", "mean 95% CI", "IQM 95% CI"]
+        + (["D4RL score [95% CI]"] if show_normalized else [])
+        + (["success"] if show_success else [])
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("agent", "task") else "right")
+    for r in reports:
+        s = r.summary
+        cells = (
+            ([r.agent] if show_agent else [])
+            + [r.task]
+            + ([_number(r.target_return)] if show_target else [])
+            + [
+                str(s.episodes),
+                f"{s.mean:.2f}",
+                f"{s.std:.2f}",
+                f"{s.median:.2f}",
+                f"{s.iqm:.2f}",
+                f"[{s.mean_ci[0]:.2f}, {s.mean_ci[1]:.2f}]",
+                f"[{s.iqm_ci[0]:.2f}, {s.iqm_ci[1]:.2f}]",
+            ]
+        )
+        if show_normalized:
+            cells.append(
+                "-"
+                if s.normalized_mean is None or s.normalized_mean_ci is None
+                else f"{s.normalized_mean:.1f} [{s.normalized_mean_ci[0]:.1f}, "
+                f"{s.normalized_mean_ci[1]:.1f}]"
+            )
+        if show_success:
+            cells.append("-" if s.success_rate is None else f"{100 * s.success_rate:.1f}%")
+        table.add_row(*cells)
+    Console(width=max(120, Console().width)).print(table)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def write_json(reports: list[EvaluationReport], path: Path, **extra: object) -> None:
+    """``{"reports": [...], **extra}``: each report's statistics plus its episodes."""
+    payload = {"reports": [r.as_dict() for r in reports], **extra}
     path.write_text(json.dumps(payload, indent=2))
 
 
-def write_csv(report: EvaluationReport, path: Path) -> None:
-    fields = ["env", "seed", "episode", "return", "length", "success"]
+def write_csv(reports: list[EvaluationReport], path: Path) -> None:
+    """One row per episode, with the agent, task and target it belongs to."""
+    fields = [
+        "agent",
+        "task",
+        "env",
+        "target_return",
+        "seed",
+        "episode",
+        "return",
+        "length",
+        "success",
+        "normalized",
+    ]
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
-        for row in report.episodes:
-            writer.writerow({"env": report.env_id, **row})
+        for r in reports:
+            for row in r.episodes:
+                writer.writerow(
+                    {
+                        "agent": r.agent,
+                        "task": r.task,
+                        "env": r.env_id,
+                        "target_return": r.target_return,
+                        **row,
+                    }
+                )

@@ -63,7 +63,10 @@ class ScoreSummary:
     mean_ci: tuple[float, float]
     iqm_ci: tuple[float, float]
     success_rate: float | None = None
+    # The same statistics of the per-episode normalised scores (D4RL: 0 random, 100 expert).
     normalized_mean: float | None = None
+    normalized_iqm: float | None = None
+    normalized_mean_ci: tuple[float, float] | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -75,10 +78,22 @@ def summarize_scores(
     normalizer: Callable[[float], float] | None = None,
     seed: int = 0,
 ) -> ScoreSummary:
-    """Mean, std, median, IQM with bootstrap 95% CIs; success rate and normalised mean if given."""
+    """Mean, std, median, IQM with bootstrap 95% CIs; success rate and normalised scores if given.
+
+    ``normalizer`` maps one episode's return to a normalised score; the normalised mean, IQM and
+    mean CI are computed from the per-episode normalised scores with the same bootstrap draws.
+    """
     x = np.asarray(returns, dtype=np.float64)
     if x.size == 0:
         raise ValueError("no episodes to summarise")
+    normalized: dict[str, object] = {}
+    if normalizer is not None:
+        z = np.array([normalizer(float(r)) for r in x])
+        normalized = {
+            "normalized_mean": float(z.mean()),
+            "normalized_iqm": interquartile_mean(z),
+            "normalized_mean_ci": bootstrap_ci(z, np.mean, seed=seed),
+        }
     return ScoreSummary(
         episodes=int(x.size),
         mean=float(x.mean()),
@@ -88,5 +103,5 @@ def summarize_scores(
         mean_ci=bootstrap_ci(x, np.mean, seed=seed),
         iqm_ci=bootstrap_ci(x, interquartile_mean, seed=seed),
         success_rate=float(np.mean(successes)) if successes else None,
-        normalized_mean=normalizer(float(x.mean())) if normalizer else None,
+        **normalized,  # type: ignore[arg-type]
     )

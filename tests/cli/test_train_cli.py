@@ -105,7 +105,7 @@ def test_train_writes_a_complete_run_directory(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert "IQM" in result.stdout and "rlformer/TMaze-v0" in result.stdout
-    report = json.loads((tmp_path / "e.json").read_text())
+    (report,) = json.loads((tmp_path / "e.json").read_text())["reports"]
     assert report["episodes"] == 12 and len(report["episodes_detail"]) == 12
     assert report["mean_ci"][0] <= report["mean"] <= report["mean_ci"][1]
     assert len((tmp_path / "e.csv").read_text().splitlines()) == 13
@@ -200,8 +200,50 @@ def test_eval_puts_a_stable_baselines3_model_in_the_same_table(tmp_path: Path) -
         cwd=tmp_path,
     )
     assert "IQM" in result.stdout and "CartPole-v1" in result.stdout
-    report = json.loads((tmp_path / "sb3.json").read_text())
-    assert report["episodes"] == 5 and report["checkpoint"].startswith("sb3:")
+    (report,) = json.loads((tmp_path / "sb3.json").read_text())["reports"]
+    assert report["episodes"] == 5 and report["agent"].startswith("sb3:")
     assert all(row["return"] == row["length"] for row in report["episodes_detail"])  # 1 per step
     missing_env = rlformer("eval", f"sb3:{tmp_path / 'ppo.zip'}", cwd=tmp_path, check=False)
     assert missing_env.returncode == 2 and "give --env" in missing_env.stderr
+    wrong_env = rlformer(
+        "eval", f"sb3:{tmp_path / 'ppo.zip'}", "--env", "Pendulum-v1", cwd=tmp_path, check=False
+    )
+    assert wrong_env.returncode == 2
+    assert "observations Box(3,), agent expects Box(4,)" in wrong_env.stderr
+
+
+@pytest.mark.slow
+def test_suite_puts_rlformer_and_sb3_agents_on_their_tasks_in_one_table(tmp_path: Path) -> None:
+    from stable_baselines3 import PPO
+
+    PPO("MlpPolicy", "CartPole-v1", n_steps=64, seed=0, device="cpu").save(tmp_path / "ppo.zip")
+    rlformer(
+        "train", "--set", "ppo.total_steps=128", "--set", "eval.episodes=0", *TINY, cwd=tmp_path
+    )
+    (run_dir,) = _run_dirs(tmp_path / "runs")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "name: mixed\nepisodes: 3\nseeds: 2\ntasks:\n"
+        "  - {env: rlformer/TMaze-v0, kwargs: {length: 3}, label: tmaze-3}\n"
+        "  - {env: rlformer/TMaze-v0, kwargs: {length: 7}, label: tmaze-7}\n"
+        "  - {env: CartPole-v1, max_episode_steps: 30, label: cartpole-30}\n"
+    )
+    agents = [str(run_dir), f"sb3:{tmp_path / 'ppo.zip'}"]
+    result = rlformer(
+        "eval", *agents, "--suite", str(suite), "--json", "s.json", "--csv", "s.csv", cwd=tmp_path
+    )
+    reports = json.loads((tmp_path / "s.json").read_text())["reports"]
+    pairs = [(r["agent"], r["task"]) for r in reports]
+    assert pairs == [(agents[0], "tmaze-3"), (agents[0], "tmaze-7"), (agents[1], "cartpole-30")]
+    assert all(r["episodes"] == 6 and len(r["episodes_detail"]) == 6 for r in reports)
+    assert all(row["length"] <= 30 for row in reports[2]["episodes_detail"])  # suite time limit
+    assert reports[0]["success_rate"] is not None and reports[2]["success_rate"] is None
+    assert f"skipped {agents[1]} on tmaze-3" in result.stderr
+    assert len((tmp_path / "s.csv").read_text().splitlines()) == 1 + 18
+    # A suite that fits no agent is an error, as is a malformed suite.
+    (tmp_path / "bad.yaml").write_text("name: x\ntasks:\n  - {env: Pendulum-v1, episodes: 3}\n")
+    bad = rlformer("eval", str(run_dir), "--suite", "bad.yaml", cwd=tmp_path, check=False)
+    assert bad.returncode == 2 and "tasks.0.episodes: unknown key" in bad.stderr
+    (tmp_path / "other.yaml").write_text("name: other\ntasks:\n  - {env: Pendulum-v1}\n")
+    other = rlformer("eval", str(run_dir), "--suite", "other.yaml", cwd=tmp_path, check=False)
+    assert other.returncode == 2 and "fits no task of suite 'other'" in other.stderr

@@ -131,4 +131,46 @@ def test_dt_trains_from_a_recorded_dataset_and_resumes(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "loss/action" in r] == [5, 10, 15, 20, 25, 30]
     result = cli("eval", str(run_dir), "--target-return", "-300,-900", "--episodes", "2")
-    assert "target -300" in result.stdout and "target -900" in result.stdout
+    assert "-300" in result.stdout and "-900" in result.stdout and "Pendulum-v1" in result.stdout
+
+    # A sweep over a target range: one report per target, data as JSON/CSV, a PNG plot.
+    cli(
+        "eval",
+        str(run_dir),
+        "--target-return",
+        "-900:-300:3",
+        "--episodes",
+        "2",
+        "--seeds",
+        "2",
+        "--json",
+        "sweep.json",
+        "--csv",
+        "sweep.csv",
+        "--plot",
+        "sweep.png",
+    )
+    sweep = json.loads((tmp_path / "sweep.json").read_text())
+    reports = sweep["reports"]
+    assert [r["target_return"] for r in reports] == [-900.0, -600.0, -300.0]
+    for r in reports:
+        returns = [row["return"] for row in r["episodes_detail"]]
+        assert r["episodes"] == 4 and sorted({row["seed"] for row in r["episodes_detail"]}) == [
+            0,
+            1,
+        ]
+        assert r["mean"] == pytest.approx(np.mean(returns))
+        assert r["mean_ci"][0] <= r["mean"] <= r["mean_ci"][1]
+    # Different seeds start from different initial states.
+    assert len({row["return"] for row in reports[0]["episodes_detail"]}) > 1
+    from rlformer.data import load_dataset
+
+    data_returns = [float(np.sum(e.rewards)) for e in load_dataset(str(data)).episodes]
+    (recorded,) = sweep["dataset_returns"].values()
+    assert recorded["min"] == pytest.approx(min(data_returns))
+    assert recorded["max"] == pytest.approx(max(data_returns))
+    assert len((tmp_path / "sweep.csv").read_text().splitlines()) == 1 + 12
+    import matplotlib.image
+
+    image = matplotlib.image.imread(tmp_path / "sweep.png")
+    assert image.ndim == 3 and image.shape[0] > 100 and image.std() > 0
