@@ -46,13 +46,25 @@ class MemoryAttention(nn.Module):
         return x.view(batch, length, self.n_heads, self.d_head).transpose(1, 2)  # [B, H, L, h]
 
     def forward(
-        self, x: torch.Tensor, context: torch.Tensor, layout: AttentionLayout
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor | None,
+        layout: AttentionLayout,
+        context_kv: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``x [B, T, d]`` queries, ``context [B, M+T, d]`` keys/values -> ``[B, T, d]``."""
+        """``x [B, T, d]`` queries, ``context [B, M+T, d]`` keys/values -> ``[B, T, d]``.
+
+        ``context_kv``, if given, is ``key_value(context)`` computed earlier (incremental
+        inference reuses the memory's projections instead of re-projecting M states per step);
+        then ``context`` may be None.
+        """
         batch, seg_len, width = x.shape
-        ctx_len = context.shape[1]
+        if context_kv is None:
+            assert context is not None, "give the context or its keys/values"
+            context_kv = self.key_value(context)
+        ctx_len = context_kv.shape[1]
         q = self._heads(self.query(x))  # [B, H, T, h]
-        k, v = self.key_value(context).split(width, dim=-1)
+        k, v = context_kv.split(width, dim=-1)
         k, v = self._heads(k), self._heads(v)  # [B, H, S, h]
         visible = layout.visible[:, None]  # [B, 1, T, S]
         scale = 1.0 / math.sqrt(self.d_head)

@@ -35,16 +35,37 @@ class MemoryBlock(nn.Module):
             self.gate_attn = make_gate(cfg.gate, cfg.d_model, cfg.gate_bias)
             self.gate_mlp = make_gate(cfg.gate, cfg.d_model, cfg.gate_bias)
 
+    def project_kv(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Keys and values ``[B, N, 2d]`` this block's attention derives from ``tokens``.
+
+        Per token (LayerNorm and the projection act on each token alone), so the projections
+        of memory and of new tokens can be computed apart and concatenated.
+        """
+        if self.kind != "post_ln":
+            tokens = self.norm_attn(tokens)
+        return self.attention.key_value(tokens)
+
     def forward(
-        self, x: torch.Tensor, memory: torch.Tensor, layout: AttentionLayout
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        layout: AttentionLayout,
+        context_kv: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``x [B, T, d]``, ``memory [B, M, d]`` (what entered this block) -> ``[B, T, d]``."""
+        """``x [B, T, d]``, ``memory [B, M, d]`` (what entered this block) -> ``[B, T, d]``.
+
+        ``context_kv``: :meth:`project_kv` of ``[memory ; x]``, when the caller has it.
+        """
         if self.kind == "post_ln":
-            context = torch.cat([memory, x], dim=1)
-            h = self.norm_attn(x + self.drop(self.attention(x, context, layout)))
+            context = None if context_kv is not None else torch.cat([memory, x], dim=1)
+            h = self.norm_attn(x + self.drop(self.attention(x, context, layout, context_kv)))
             return self.norm_mlp(h + self.drop(self.mlp(h)))
-        normed = self.norm_attn(torch.cat([memory, x], dim=1))  # LN on [mem ; x], per token
-        attended = self.drop(self.attention(normed[:, memory.shape[1] :], normed, layout))
+        if context_kv is None:
+            normed = self.norm_attn(torch.cat([memory, x], dim=1))  # LN on [mem ; x], per token
+            queries = normed[:, memory.shape[1] :]
+            attended = self.drop(self.attention(queries, normed, layout))
+        else:  # keys/values known: only the queries need normalising
+            attended = self.drop(self.attention(self.norm_attn(x), None, layout, context_kv))
         if self.kind == "trxl_i":
             h = x + attended
             return h + self.drop(self.mlp(self.norm_mlp(h)))

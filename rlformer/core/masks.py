@@ -64,7 +64,17 @@ def build_layout(
         padding_mask = torch.zeros(batch, seg_len, dtype=torch.bool, device=device)
     episode_start = episode_start.to(device=device, dtype=torch.bool)
     padded = padding_mask.to(device=device, dtype=torch.bool)
+    if seg_len == 1:
+        return _single_token_layout(memory_valid, episode_start[:, 0], padded, window)
+    return _segment_layout(memory_valid, episode_start, padded, window)
 
+
+def _segment_layout(
+    memory_valid: torch.Tensor, episode_start: torch.Tensor, padded: torch.Tensor, window: int
+) -> AttentionLayout:
+    """The general rule for T tokens (see the module docstring)."""
+    (batch, mem_len), seg_len = memory_valid.shape, episode_start.shape[1]
+    device = memory_valid.device
     query_pos = torch.arange(seg_len, device=device)[:, None] + mem_len  # [T, 1]
     key_pos = torch.arange(mem_len + seg_len, device=device)[None, :]  # [1, S]
     raw_distance = query_pos - key_pos  # [T, S]
@@ -93,6 +103,23 @@ def build_layout(
     combined_valid = key_valid & (key_episode == last_episode)
     new_valid = _last_slots(combined_valid, window)
     return AttentionLayout(visible, raw_distance.clamp(0, window), new_valid, padded)
+
+
+def _single_token_layout(
+    memory_valid: torch.Tensor, episode_start: torch.Tensor, padded: torch.Tensor, window: int
+) -> AttentionLayout:
+    """The same rule for one token per row (``step()``), in a handful of operations.
+
+    The token sees the memory slots that are valid, inside the window and of its episode (none
+    if it starts one), and itself. A padded token sees only itself and adds no memory.
+    """
+    mem_len = memory_valid.shape[1]
+    distance = torch.arange(mem_len, -1, -1, device=memory_valid.device)  # key j -> S - j
+    same_episode = memory_valid & ~episode_start[:, None] & (distance[:-1] <= window)
+    visible_memory = same_episode & ~padded  # padded [B, 1] broadcasts over slots
+    visible = torch.cat([visible_memory, torch.ones_like(padded)], dim=1)[:, None]  # [B, 1, S+1]
+    new_valid = _last_slots(torch.cat([same_episode, ~padded], dim=1), window)
+    return AttentionLayout(visible, distance.clamp(max=window)[None], new_valid, padded)
 
 
 def _last_slots(valid: torch.Tensor, window: int) -> torch.Tensor:

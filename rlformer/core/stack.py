@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -25,6 +26,9 @@ from rlformer.core.config import CoreConfig
 from rlformer.core.device import autocast_context
 from rlformer.core.masks import build_layout
 from rlformer.core.memory import Memory
+
+# Memories whose key/value projections the core keeps for incremental inference.
+_CACHED_MEMORIES = 4
 
 
 class CoreOutput(NamedTuple):
@@ -50,12 +54,15 @@ class MemoryCore(nn.Module):
         # Pre-LN stacks leave the residual stream un-normalised; normalise once at the top.
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.block != "post_ln" else nn.Identity()
         self._compiled: Callable[..., CoreOutput] | None = None  # built on first use
+        # (weak ref to a memory produced in inference, its key, its per-layer K/V), newest last.
+        self._projections: list[tuple[weakref.ref, tuple[int, ...], list[torch.Tensor]]] = []
 
     def __getstate__(self) -> dict[str, object]:
         # A torch.compile'd bound method cannot be pickled (Ray ships policies by pickle);
         # drop it and let the copy compile again on its first call.
         state = dict(self.__dict__)
         state["_compiled"] = None
+        state["_projections"] = []  # weak references do not pickle
         return state
 
     def _forward(self, *args: object) -> CoreOutput:
@@ -126,16 +133,96 @@ class MemoryCore(nn.Module):
     ) -> CoreOutput:
         mem_len = self.cfg.memory_length
         layout = build_layout(memory.valid, episode_start, padding_mask, x.shape[1], mem_len)
-        new_hidden = []
+        caching = self._projection_cache_enabled()
+        cached = self._cached_projections(memory) if caching else None
+        batch, width = x.shape[0], self.cfg.d_model
+        new_hidden = torch.empty(len(self.blocks), batch, mem_len, width, device=x.device)
+        new_projections = []
         h = x
         with autocast_context(x.device, self.cfg.precision):
             for layer, block in enumerate(self.blocks):
-                layer_memory = memory.hidden[layer].detach().to(h.dtype)  # [B, M, d]
-                combined = torch.cat([layer_memory, h], dim=1)  # [B, S + T, d]
-                if combined.shape[1] < mem_len:  # fewer tokens than slots: zero-fill the front
-                    combined = nn.functional.pad(combined, (0, 0, mem_len - combined.shape[1], 0))
-                new_hidden.append(combined[:, combined.shape[1] - mem_len :].detach().float())
-                h = block(h, layer_memory, layout)
+                layer_memory = memory.hidden[layer].detach().to(h.dtype)  # [B, S, d]
+                filled = _write_last_slots(new_hidden[layer], layer_memory, h.detach())
+                context_kv = None
+                if caching:
+                    context_kv = (
+                        block.project_kv(torch.cat([layer_memory, h], dim=1))
+                        if cached is None
+                        else torch.cat([cached[layer], block.project_kv(h)], dim=1)
+                    )
+                    kv = context_kv[:, max(0, context_kv.shape[1] - mem_len) :]
+                    if filled < mem_len:  # zero-filled slots: keys/values of a zero state
+                        empty = block.project_kv(new_hidden[layer][:1, :1].new_zeros(1, 1, width))
+                        kv = torch.cat([empty.expand(batch, mem_len - filled, -1), kv], dim=1)
+                    new_projections.append(kv)
+                h = block(h, layer_memory, layout, context_kv)
             h = self.final_norm(h)
         output = h.float().masked_fill(layout.padded[..., None], 0.0)
-        return CoreOutput(output, Memory(torch.stack(new_hidden), layout.new_valid))
+        new_memory = Memory(new_hidden, layout.new_valid)
+        if caching:
+            self._remember_projections(new_memory, new_projections)
+        return CoreOutput(output, new_memory)
+
+    # --- incremental inference: keys/values of the memory are projected once, not every step ---
+
+    def _projection_cache_enabled(self) -> bool:
+        """Only for inference (no autograd, eval mode) in eager mode.
+
+        Inference-mode tensors carry no version counter, so in-place edits of a memory could
+        not be detected there: the cache is off under ``torch.inference_mode``.
+        """
+        return not (
+            torch.is_grad_enabled()
+            or self.training
+            or self.cfg.compile
+            or torch.is_inference_mode_enabled()
+        )
+
+    def _projection_key(self, hidden: torch.Tensor) -> tuple[int, ...]:
+        """Changes whenever the memory tensor or a weight feeding the projections changes."""
+        key = [hidden._version]
+        for block in self.blocks:
+            for p in (
+                block.norm_attn.weight,
+                block.norm_attn.bias,
+                block.attention.key_value.weight,
+            ):
+                key += [p.data_ptr(), p._version]
+        return tuple(key)
+
+    def _cached_projections(self, memory: Memory) -> list[torch.Tensor] | None:
+        """The memory's per-layer keys/values if this core produced exactly this memory."""
+        if memory.hidden.shape[2] == 0:
+            return None
+        for owner, key, projections in self._projections:
+            if owner() is memory.hidden:
+                return projections if key == self._projection_key(memory.hidden) else None
+        return None
+
+    def _remember_projections(self, memory: Memory, projections: list[torch.Tensor]) -> None:
+        """Keep the projections of the few most recent memories that are still alive.
+
+        Weak references: the cache never keeps a memory alive that its caller dropped, and
+        entries of dropped memories go at the next call. A few entries, not one, so an extra
+        call in between (a recompute, a second stream of episodes) does not evict a rollout's.
+        """
+        live = [entry for entry in self._projections if entry[0]() is not None]
+        live.append((weakref.ref(memory.hidden), self._projection_key(memory.hidden), projections))
+        self._projections = live[-_CACHED_MEMORIES:]
+
+
+def _write_last_slots(out: torch.Tensor, older: torch.Tensor, newer: torch.Tensor) -> int:
+    """Write the last M states of ``[older ; newer]`` into ``out [B, M, d]``, zero-filling the
+    front when there are fewer; returns how many slots hold real states.
+
+    One copy per state, straight into the next memory (no concatenation, no stacking).
+    """
+    slots, new = out.shape[1], newer.shape[1]
+    if new >= slots:
+        out.copy_(newer[:, new - slots :])
+        return slots
+    out[:, slots - new :] = newer
+    kept = min(slots - new, older.shape[1])
+    out[:, slots - new - kept : slots - new] = older[:, older.shape[1] - kept :]
+    out[:, : slots - new - kept] = 0.0
+    return new + kept

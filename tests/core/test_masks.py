@@ -54,3 +54,20 @@ def test_every_query_sees_at_least_one_key() -> None:
     padded[0] = True  # a fully padded row
     layout = build_layout(memory_valid, starts, padded, 6)
     assert layout.visible.any(-1).all()
+
+
+@pytest.mark.parametrize("mem_len", [0, 1, 7])
+def test_single_token_layout_equals_the_general_rule(mem_len: int) -> None:
+    """step()'s shortcut must give exactly the masks the general T-token rule gives for T = 1."""
+    from rlformer.core.masks import _segment_layout, _single_token_layout
+
+    generator = torch.Generator().manual_seed(mem_len)
+    for window in {max(mem_len, 1), mem_len + 3}:
+        for _ in range(20):
+            valid = torch.rand(6, mem_len, generator=generator) < 0.7
+            start = torch.rand(6, 1, generator=generator) < 0.3
+            padded = torch.rand(6, 1, generator=generator) < 0.3
+            fast = _single_token_layout(valid, start[:, 0], padded, window)
+            general = _segment_layout(valid, start, padded, window)
+            for a, b in zip(fast, general, strict=True):
+                torch.testing.assert_close(a.expand_as(b), b)
