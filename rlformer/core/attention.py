@@ -84,11 +84,11 @@ class MemoryAttention(nn.Module):
         else:
             mask = visible
             if self.scheme == "rotary":
-                mem_len = ctx_len - seg_len
                 positions = torch.arange(ctx_len, device=x.device)
                 cos, sin = rotary_angles(positions, self.d_head)
                 k = apply_rotary(k, cos, sin)
-                q = apply_rotary(q, cos[mem_len:], sin[mem_len:])
+                at = layout.query_positions  # where each query sits among the keys
+                q = apply_rotary(q, cos[at], sin[at])
 
         attended = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0

@@ -51,23 +51,30 @@ class MemoryBlock(nn.Module):
         memory: torch.Tensor,
         layout: AttentionLayout,
         context_kv: torch.Tensor | None = None,
+        query_index: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``x [B, T, d]``, ``memory [B, M, d]`` (what entered this block) -> ``[B, T, d]``.
 
         ``context_kv``: :meth:`project_kv` of ``[memory ; x]``, when the caller has it.
+        ``query_index``: compute the outputs at these positions of ``x`` only (``[B, T', d]``);
+        every token still serves as key and value. ``layout`` must already be restricted to them.
         """
+        queries = x if query_index is None else x[:, query_index]
         if self.kind == "post_ln":
             context = None if context_kv is not None else torch.cat([memory, x], dim=1)
-            h = self.norm_attn(x + self.drop(self.attention(x, context, layout, context_kv)))
+            attended = self.attention(queries, context, layout, context_kv)
+            h = self.norm_attn(queries + self.drop(attended))
             return self.norm_mlp(h + self.drop(self.mlp(h)))
         if context_kv is None:
             normed = self.norm_attn(torch.cat([memory, x], dim=1))  # LN on [mem ; x], per token
-            queries = normed[:, memory.shape[1] :]
-            attended = self.drop(self.attention(queries, normed, layout))
+            normed_queries = normed[:, memory.shape[1] :]
+            if query_index is not None:
+                normed_queries = normed_queries[:, query_index]
+            attended = self.drop(self.attention(normed_queries, normed, layout))
         else:  # keys/values known: only the queries need normalising
-            attended = self.drop(self.attention(self.norm_attn(x), None, layout, context_kv))
+            attended = self.drop(self.attention(self.norm_attn(queries), None, layout, context_kv))
         if self.kind == "trxl_i":
-            h = x + attended
+            h = queries + attended
             return h + self.drop(self.mlp(self.norm_mlp(h)))
-        h = self.gate_attn(x, torch.relu(attended))
+        h = self.gate_attn(queries, torch.relu(attended))
         return self.gate_mlp(h, torch.relu(self.drop(self.mlp(self.norm_mlp(h)))))

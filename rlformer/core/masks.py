@@ -35,6 +35,17 @@ class AttentionLayout(NamedTuple):
     distance: torch.Tensor  # [T, M + T] long, (M + i) - j clamped to [0, M]
     new_valid: torch.Tensor  # [B, M] validity of the memory after this segment
     padded: torch.Tensor  # [B, T] bool
+    query_positions: torch.Tensor  # [T] long, each query's index among the keys (S + i)
+
+    def select_queries(self, index: torch.Tensor) -> AttentionLayout:
+        """The layout for the queries at segment positions ``index`` only (same keys)."""
+        return AttentionLayout(
+            self.visible[:, index],
+            self.distance[index],
+            self.new_valid,
+            self.padded[:, index],
+            self.query_positions[index],
+        )
 
 
 def episode_ids(episode_start: torch.Tensor) -> torch.Tensor:
@@ -102,7 +113,9 @@ def _segment_layout(
     last_episode = seg_episode[:, -1:]  # [B, 1]
     combined_valid = key_valid & (key_episode == last_episode)
     new_valid = _last_slots(combined_valid, window)
-    return AttentionLayout(visible, raw_distance.clamp(0, window), new_valid, padded)
+    return AttentionLayout(
+        visible, raw_distance.clamp(0, window), new_valid, padded, query_pos[:, 0]
+    )
 
 
 def _single_token_layout(
@@ -119,7 +132,9 @@ def _single_token_layout(
     visible_memory = same_episode & ~padded  # padded [B, 1] broadcasts over slots
     visible = torch.cat([visible_memory, torch.ones_like(padded)], dim=1)[:, None]  # [B, 1, S+1]
     new_valid = _last_slots(torch.cat([same_episode, ~padded], dim=1), window)
-    return AttentionLayout(visible, distance.clamp(max=window)[None], new_valid, padded)
+    return AttentionLayout(
+        visible, distance.clamp(max=window)[None], new_valid, padded, distance[:1]
+    )
 
 
 def _last_slots(valid: torch.Tensor, window: int) -> torch.Tensor:

@@ -86,6 +86,7 @@ class MemoryCore(nn.Module):
         memory: Memory | None = None,
         episode_start: torch.Tensor | None = None,
         padding_mask: torch.Tensor | None = None,
+        output_index: torch.Tensor | None = None,
     ) -> CoreOutput:
         """Process a segment ``x [B, T, d]``.
 
@@ -94,13 +95,19 @@ class MemoryCore(nn.Module):
             memory: memory from the previous segment, or None for an empty one.
             episode_start: ``[B, T]`` True where a new episode starts (hides all earlier tokens).
             padding_mask: ``[B, T]`` True for padded positions (never attended to, output zero).
+            output_index: ``[T']`` positions whose outputs are wanted (default: all). The last
+                layer then computes only those queries, e.g. a Decision Transformer needs the
+                outputs at its state tokens only. Memory is unaffected.
+
+        Returns:
+            Outputs ``[B, T, d]`` (``[B, T', d]`` with ``output_index``) and the next memory.
         """
         if memory is None:
             # No memory slots at all (rather than M invalid ones): same outputs, fewer keys.
             memory = Memory.empty(self.cfg.n_layers, x.shape[0], 0, self.cfg.d_model, x.device)
         else:
             self._check_memory(x, memory)
-        return self._forward(x, memory, episode_start, padding_mask)
+        return self._forward(x, memory, episode_start, padding_mask, output_index)
 
     def _check_memory(self, x: torch.Tensor, memory: Memory) -> None:
         """Fail with the expected shapes rather than an index error deep inside attention."""
@@ -130,6 +137,7 @@ class MemoryCore(nn.Module):
         memory: Memory,
         episode_start: torch.Tensor | None,
         padding_mask: torch.Tensor | None,
+        output_index: torch.Tensor | None = None,
     ) -> CoreOutput:
         mem_len = self.cfg.memory_length
         layout = build_layout(memory.valid, episode_start, padding_mask, x.shape[1], mem_len)
@@ -155,7 +163,11 @@ class MemoryCore(nn.Module):
                         empty = block.project_kv(new_hidden[layer][:1, :1].new_zeros(1, 1, width))
                         kv = torch.cat([empty.expand(batch, mem_len - filled, -1), kv], dim=1)
                     new_projections.append(kv)
-                h = block(h, layer_memory, layout, context_kv)
+                if output_index is not None and layer == len(self.blocks) - 1:
+                    layout = layout.select_queries(output_index)
+                    h = block(h, layer_memory, layout, context_kv, query_index=output_index)
+                else:
+                    h = block(h, layer_memory, layout, context_kv)
             h = self.final_norm(h)
         output = h.float().masked_fill(layout.padded[..., None], 0.0)
         new_memory = Memory(new_hidden, layout.new_valid)

@@ -129,9 +129,18 @@ class DecisionTransformer(nn.Module):
                 batch, TOKENS_PER_STEP * steps, dtype=torch.bool, device=tokens.device
             )
             token_start[:, 0] = episode_start
-        out = self.core(tokens, memory=memory, episode_start=token_start, padding_mask=padding)
-        hidden = out.output.reshape(batch, steps, TOKENS_PER_STEP, -1)  # [B, K, 3, d]
-        return DTOutput(self.predict_action(hidden[:, :, 1]), out.memory)
+        # Actions are read from the state tokens only, so the last layer computes just those.
+        state_tokens = torch.arange(
+            1, TOKENS_PER_STEP * steps, TOKENS_PER_STEP, device=tokens.device
+        )
+        out = self.core(
+            tokens,
+            memory=memory,
+            episode_start=token_start,
+            padding_mask=padding,
+            output_index=state_tokens,
+        )
+        return DTOutput(self.predict_action(out.output), out.memory)  # output [B, K, d]
 
 
 def dt_loss(

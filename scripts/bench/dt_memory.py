@@ -31,17 +31,25 @@ from rlformer.rollout.env_factory import make_env
 UP, DOWN = 1, 2
 
 
-def record_corridor_walks(length: int, episodes: int, seed: int, path: Path) -> float:
-    """Forward through the corridor, a random turn at the junction; returns the success share."""
+def record_corridor_walks(
+    length: int, episodes: int, seed: int, path: Path, p_correct: float = 0.75
+) -> float:
+    """Forward through the corridor, then the cued turn with probability ``p_correct`` (else the
+    other one) at the junction; returns the share of episodes with return 1.
+
+    The behaviour policy reads the cue at step 0 (it generates data; it is not evaluated).
+    """
     env = make_env("rlformer/TMaze-v0", {"length": length})
     rng = np.random.default_rng(seed)
     recorded = []
     for i in range(episodes):
-        obs, _ = env.reset(seed=seed + i)
+        obs, info = env.reset(seed=seed + i)
+        correct = rng.random() < p_correct
+        turn = info["cue"] if correct else (DOWN if info["cue"] == UP else UP)
         observations, actions, rewards, next_observations = [], [], [], []
         terminated = truncated = False
         while not (terminated or truncated):
-            action = 0 if obs[2] < 0.5 else int(rng.choice([UP, DOWN]))
+            action = 0 if obs[2] < 0.5 else turn
             next_obs, reward, terminated, truncated, _ = env.step(action)
             observations.append(obs)
             actions.append(action)
@@ -77,7 +85,7 @@ def train_and_evaluate(
         f"dt.context={args.context}",
         "dt.return_scale=1.0",
         f"dt.batch_size={args.batch}",
-        "dt.learning_rate=0.0003",
+        f"dt.learning_rate={args.lr}",
         "dt.warmup_steps=200",
         f"dt.train_steps={args.steps}",
         f"dt.log_every={args.steps}",
@@ -107,6 +115,11 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=2000, help="episodes in the dataset")
     parser.add_argument("--steps", type=int, default=1500, help="gradient steps per run")
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument(
+        "--p-correct", type=float, default=0.75, help="share of data episodes that turn right"
+    )
+    parser.add_argument("--only", choices=["plain", "memory"], help="run one of the two models")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--eval-episodes", type=int, default=100)
     args = parser.parse_args()
@@ -114,14 +127,20 @@ def main() -> None:
     segments = -(-(args.length + 2) // args.context)  # windows covering a whole episode
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "tmaze_walks.hdf5"
-        share = record_corridor_walks(args.length, args.episodes, 0, data)
+        share = record_corridor_walks(args.length, args.episodes, 0, data, args.p_correct)
         print(
             f"T-Maze length {args.length}, context K={args.context}; dataset: {args.episodes} "
             f"episodes, {100 * share:.0f}% with return 1; {args.steps} gradient steps per run"
         )
         print(f"{'model':<34} {'seed':>4} {'success @ target 1':>20} {'train s':>9}")
         results: dict[str, list[float]] = {}
-        for name, n_segments in (("plain DT", 0), (f"DT + memory ({segments} windows)", segments)):
+        models = {
+            "plain": ("plain DT", 0),
+            "memory": (f"DT + memory ({segments} windows)", segments),
+        }
+        for key, (name, n_segments) in models.items():
+            if args.only not in (None, key):
+                continue
             for seed in range(args.seeds):
                 success, seconds = train_and_evaluate(args, data, n_segments, seed, Path(tmp))
                 results.setdefault(name, []).append(success)

@@ -274,3 +274,26 @@ def test_compiled_core_matches_eager() -> None:
         a, b = eager(x, episode_start=starts), compiled(x, episode_start=starts)
     torch.testing.assert_close(b.output, a.output, atol=1e-5, rtol=0)
     torch.testing.assert_close(b.memory.hidden, a.memory.hidden, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(("scheme", "block"), list(itertools.product(SCHEMES, BLOCKS)))
+def test_selected_outputs_equal_the_full_outputs(
+    scheme: str, block: str, device: torch.device
+) -> None:
+    """``output_index`` (the last layer computes only some queries) changes nothing else."""
+    core = _core(device, memory_length=7, positional=scheme, block=block)
+    x = torch.randn(3, 12, 16, device=device)
+    starts = torch.zeros(3, 12, dtype=torch.bool, device=device)
+    starts[1, 5] = True
+    padding = torch.zeros(3, 12, dtype=torch.bool, device=device)
+    padding[2, 9:] = True
+    index = torch.arange(1, 12, 3, device=device)
+    memory = core(torch.randn(3, 6, 16, device=device)).memory
+    for grad in (False, True):  # True: the training path; False: inference with the K/V cache
+        with torch.set_grad_enabled(grad):
+            full = core(x, memory, starts, padding)
+            part = core(x, memory, starts, padding, output_index=index)
+        tol = tolerance(device)
+        torch.testing.assert_close(part.output, full.output[:, index], atol=tol, rtol=0)
+        torch.testing.assert_close(part.memory.hidden, full.memory.hidden, atol=tol, rtol=0)
+        assert torch.equal(part.memory.valid, full.memory.valid)
