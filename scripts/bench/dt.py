@@ -8,8 +8,9 @@ Run (needs the bench extra: `pip install -e ".[bench]"`):
 All three learners train in this one process with the same loop (same windows from the same
 sampler, AdamW, warm-up, gradient clipping, batch, steps) and equal width/depth
 (3 layers, 1 head, d_model 128, dropout 0.1, K = 20; BC is a 3-layer MLP of width 128 on the
-current state). Printed: training samples/s (windows per second), the ratio to transformers'
-model, and the final evaluation return (return-conditioned for the DTs).
+current state). The three train in turns of 20 steps, so machine load hits them alike.
+Printed: training samples/s (windows per second), the ratio to transformers' model, and the
+final evaluation return (return-conditioned for the DTs).
 """
 
 from __future__ import annotations
@@ -95,26 +96,46 @@ class BehaviourCloning(nn.Module):
 
 
 def train(
-    model: nn.Module, sampler: WindowSampler, steps: int, batch: int, discrete: bool, seed: int
-) -> float:
-    """Same loop for every model; returns training windows per second."""
+    models: dict[str, nn.Module],
+    sampler: WindowSampler,
+    steps: int,
+    batch: int,
+    discrete: bool,
+    seed: int,
+    round_steps: int = 20,
+) -> dict[str, float]:
+    """Same loop for every model; returns training windows per second of each.
+
+    The models take turns in rounds of ``round_steps`` steps, so load on a shared machine
+    slows them alike and the ratios hold.
+    """
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=1e-4)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 1000))
-    model.train()
     windows = [sampler.sample(batch, rng) for _ in range(min(steps, 50))]  # sampling not timed
-    start = time.perf_counter()
-    for step in range(steps):
-        w: WindowBatch = windows[step % len(windows)]
-        out = model(w.states, w.actions, w.returns_to_go, w.timesteps, w.mask)
-        loss = dt_loss(out.action_preds, w.actions, w.mask, discrete)
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-        optimizer.step()
-        schedule.step()
-    return steps * batch / (time.perf_counter() - start)
+    optimizers = {
+        name: torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=1e-4)
+        for name, model in models.items()
+    }
+    schedules = {
+        name: torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 1000))
+        for name, opt in optimizers.items()
+    }
+    seconds = dict.fromkeys(models, 0.0)
+    for first in range(0, steps, round_steps):
+        for name, model in models.items():
+            model.train()
+            start = time.perf_counter()
+            for step in range(first, min(steps, first + round_steps)):
+                w: WindowBatch = windows[step % len(windows)]
+                out = model(w.states, w.actions, w.returns_to_go, w.timesteps, w.mask)
+                loss = dt_loss(out.action_preds, w.actions, w.mask, discrete)
+                optimizers[name].zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+                optimizers[name].step()
+                schedules[name].step()
+            seconds[name] += time.perf_counter() - start
+    return {name: steps * batch / seconds[name] for name in models}
 
 
 def evaluate(
@@ -214,14 +235,14 @@ def main() -> None:
             ),
             "behaviour cloning (MLP)": BehaviourCloning(state_dim, act_dim, discrete),
         }
+        rates = train(models, sampler, args.steps, args.batch, discrete, seed=0)
         rows = []
         for name, model in models.items():
             params = sum(p.numel() for p in model.parameters())
-            rate = train(model, sampler, args.steps, args.batch, discrete, seed=0)
             score = evaluate(
                 model, sampler, env_cfg, target, scale, context, low, high, args.episodes
             )
-            rows.append((name, params, rate, score))
+            rows.append((name, params, rates[name], score))
         hf_rate = rows[1][2]
         print(
             f"\n{env_id} ({path}, {dataset.num_transitions} transitions), {args.steps} steps x "
