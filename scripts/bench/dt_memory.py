@@ -24,51 +24,17 @@ import torch
 
 from rlformer.config import load_config
 from rlformer.data.d4rl_format import write_d4rl
-from rlformer.data.episodes import Episode
+from rlformer.data.synthetic import tmaze_walks
 from rlformer.dt_training import train_dt
-from rlformer.rollout.env_factory import make_env
-
-UP, DOWN = 1, 2
 
 
 def record_corridor_walks(
-    length: int, episodes: int, seed: int, path: Path, p_correct: float = 0.75
+    length: int, episodes: int, seed: int, path: Path, p_correct: float
 ) -> float:
-    """Forward through the corridor, then the cued turn with probability ``p_correct`` (else the
-    other one) at the junction; returns the share of episodes with return 1.
-
-    The behaviour policy reads the cue at step 0 (it generates data; it is not evaluated).
-    """
-    env = make_env("rlformer/TMaze-v0", {"length": length})
-    rng = np.random.default_rng(seed)
-    recorded = []
-    for i in range(episodes):
-        obs, info = env.reset(seed=seed + i)
-        correct = rng.random() < p_correct
-        turn = info["cue"] if correct else (DOWN if info["cue"] == UP else UP)
-        observations, actions, rewards, next_observations = [], [], [], []
-        terminated = truncated = False
-        while not (terminated or truncated):
-            action = 0 if obs[2] < 0.5 else turn
-            next_obs, reward, terminated, truncated, _ = env.step(action)
-            observations.append(obs)
-            actions.append(action)
-            rewards.append(reward)
-            next_observations.append(next_obs)
-            obs = next_obs
-        recorded.append(
-            Episode(
-                np.array(observations, np.float32),
-                np.array(actions, np.int64),
-                np.array(rewards, np.float32),
-                bool(terminated),
-                bool(truncated),
-                np.array(next_observations, np.float32),
-            )
-        )
-    env.close()
-    write_d4rl(path, recorded, {"env_id": "rlformer/TMaze-v0", "env_kwargs": {"length": length}})
-    return float(np.mean([e.rewards.sum() for e in recorded]))
+    """Write the T-Maze walks to ``path``; returns the share of episodes with return 1."""
+    walks = tmaze_walks(length, episodes, seed, p_correct)
+    write_d4rl(path, walks, {"env_id": "rlformer/TMaze-v0", "env_kwargs": {"length": length}})
+    return float(np.mean([e.rewards.sum() for e in walks]))
 
 
 def train_and_evaluate(
