@@ -7,6 +7,7 @@ dataset) are printed as ``error: ...`` lines and exit with status 2, without a t
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -107,10 +108,11 @@ def evaluate(
     num_envs: Annotated[int, typer.Option(min=1, help="Vector envs stepped together.")] = 8,
     stochastic: Annotated[bool, typer.Option(help="Sample actions instead of the mode.")] = False,
     target_return: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
-            help="Return-conditioned agents: targets as a list (3600,1800) or a range "
-            "START:STOP:COUNT (0:3600:10). Default: the targets of the agent's config."
+            help="Return-conditioned agents: targets as a list (3600 1800, or 3600,1800) or a "
+            "range START:STOP:COUNT (0:3600:10); may be repeated. Negative targets: use the "
+            "comma form (-300,-900). Default: the targets of the agent's config."
         ),
     ] = None,
     json_out: Annotated[
@@ -143,10 +145,15 @@ def evaluate(
 
     if env is not None and suite is not None:
         fail("give either --env or --suite, not both")
-    try:
-        targets = parse_target_returns(target_return) if target_return else None
-    except ValueError as err:
-        fail(str(err))
+    targets = None
+    if target_return:
+        agents, more_targets = _split_targets_from_agents(agents)
+        try:
+            targets = parse_target_returns(",".join([*target_return, *more_targets]))
+        except ValueError as err:
+            fail(str(err))
+        if not agents:
+            fail("no agent given: name a run directory, checkpoint or sb3:PATH.zip")
     try:
         loaded = [load_eval_agent(name) for name in agents]
         skipped: list[str] = []
@@ -181,6 +188,17 @@ def evaluate(
         ranges = [a.dataset_returns for a in loaded if a.kind == "dt" and a.dataset_returns]
         plot_return_sweep(conditioned, plot, ranges[0] if len(ranges) == 1 else None)
         typer.echo(f"wrote {plot}")
+
+
+def _split_targets_from_agents(args: list[str]) -> tuple[list[str], list[str]]:
+    """``--target-return 3600 1800`` gives the option one value and leaves 1800 among the
+    agents (an option takes one value on the command line); numbers and ranges there that
+    name no file are targets too."""
+    agents, targets = [], []
+    for arg in args:
+        is_target = re.fullmatch(r"[-+.\d:eE]+", arg) is not None and not Path(arg).exists()
+        (targets if is_target else agents).append(arg)
+    return agents, targets
 
 
 def _eval_env(agent, env_id: str | None):  # noqa: ANN001, ANN202 - Agent -> EnvConfig

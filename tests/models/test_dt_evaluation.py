@@ -130,8 +130,23 @@ def test_dt_trains_from_a_recorded_dataset_and_resumes(tmp_path: Path) -> None:
     cli("train", "--resume", str(run_dir), "--set", "dt.train_steps=30")
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "loss/action" in r] == [5, 10, 15, 20, 25, 30]
-    result = cli("eval", str(run_dir), "--target-return", "-300,-900", "--episodes", "2")
+    # Targets as a comma list, a repeated option, and space-separated (`--target-return 50 100`).
+    result = cli(
+        "eval",
+        str(run_dir),
+        "--target-return",
+        "-300,-900",
+        "--target-return",
+        "50",
+        "100",
+        "--episodes",
+        "2",
+        "--json",
+        "targets.json",
+    )
     assert "-300" in result.stdout and "-900" in result.stdout and "Pendulum-v1" in result.stdout
+    reports = json.loads((tmp_path / "targets.json").read_text())["reports"]
+    assert [r["target_return"] for r in reports] == [-300.0, -900.0, 50.0, 100.0]
 
     # A sweep over a target range: one report per target, data as JSON/CSV, a PNG plot.
     cli(
