@@ -45,6 +45,13 @@ def _chain(core: MemoryCore, x: torch.Tensor, steps: int):  # noqa: ANN202
     return memory
 
 
+def _assert_step_matches_uncached(core: MemoryCore, token: torch.Tensor, memory) -> None:  # noqa: ANN001
+    with torch.no_grad():
+        stepped = core.step(token, memory).output
+    expected = _uncached_step(core, token, memory)
+    torch.testing.assert_close(stepped, expected, atol=tolerance(token.device), rtol=0)
+
+
 @pytest.mark.parametrize("block", ["gtrxl", "post_ln"])
 @pytest.mark.parametrize("positional", ["relative", "rotary"])
 def test_cache_is_used_and_exact(block: str, positional: str, device: torch.device) -> None:
@@ -52,11 +59,7 @@ def test_cache_is_used_and_exact(block: str, positional: str, device: torch.devi
     x = torch.randn(3, 9, 16, device=device)
     memory = _chain(core, x, 8)
     assert core._cached_projections(memory) is not None  # the next step hits the cache
-    with torch.no_grad():
-        cached = core.step(x[:, 8], memory).output
-    torch.testing.assert_close(
-        cached, _uncached_step(core, x[:, 8], memory), atol=tolerance(device), rtol=0
-    )
+    _assert_step_matches_uncached(core, x[:, 8], memory)
 
 
 def test_weight_update_invalidates(device: torch.device) -> None:
@@ -69,11 +72,7 @@ def test_weight_update_invalidates(device: torch.device) -> None:
     optimizer.step()
     core.eval()
     assert core._cached_projections(memory) is None
-    with torch.no_grad():
-        after = core.step(x[:, 8], memory).output
-    torch.testing.assert_close(
-        after, _uncached_step(core, x[:, 8], memory), atol=tolerance(device), rtol=0
-    )
+    _assert_step_matches_uncached(core, x[:, 8], memory)
 
 
 def test_loading_weights_invalidates(device: torch.device) -> None:
