@@ -7,6 +7,7 @@ dataset) are printed as ``error: ...`` lines and exit with status 2, without a t
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -154,8 +155,13 @@ def evaluate(
             fail(str(err))
         if not agents:
             fail("no agent given: name a run directory, checkpoint or sb3:PATH.zip")
+    for out in (json_out, csv_out, plot):
+        if out is not None:  # fail now, not after a long evaluation
+            _check_writable(out)
     try:
         loaded = [load_eval_agent(name) for name in agents]
+        if targets is not None and not any(a.kind == "dt" for a in loaded):
+            fail("--target-return conditions Decision Transformers; none of the agents is one")
         skipped: list[str] = []
         if suite is not None:
             chosen = load_suite(suite)
@@ -188,6 +194,16 @@ def evaluate(
         ranges = [a.dataset_returns for a in loaded if a.kind == "dt" and a.dataset_returns]
         plot_return_sweep(conditioned, plot, ranges[0] if len(ranges) == 1 else None)
         typer.echo(f"wrote {plot}")
+
+
+def _check_writable(path: Path) -> None:
+    """Create the output's folder and make sure a file can be written there."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        fail(f"cannot write {path}: {err.strerror or err}")
+    if path.is_dir() or not os.access(path.parent, os.W_OK):
+        fail(f"cannot write {path}: not a writable file path")
 
 
 def _split_targets_from_agents(args: list[str]) -> tuple[list[str], list[str]]:
@@ -301,10 +317,10 @@ def dataset_info(
 @app.command("config-doc")
 def config_doc() -> None:
     """List every config key with its default and description."""
-    from rlformer.config import describe_fields
+    from rlformer.config import reference_lines
 
-    for path, default, description in describe_fields():
-        typer.echo(f"{path:32s} {default:14s} {description}")
+    for line in reference_lines():
+        typer.echo(line)
 
 
 def main() -> None:

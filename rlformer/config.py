@@ -356,3 +356,8 @@ def describe_fields(
             continue
         rows.append((path, repr(default), field.description or ""))
     return rows
+
+
+def reference_lines() -> list[str]:
+    """``rlformer config-doc``'s lines (also the body of docs/CONFIG.md)."""
+    return [f"{path:32s} {default:14s} {doc}" for path, default, doc in describe_fields()]

@@ -54,8 +54,10 @@ class MemoryCore(nn.Module):
         # Pre-LN stacks leave the residual stream un-normalised; normalise once at the top.
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.block != "post_ln" else nn.Identity()
         self._compiled: Callable[..., CoreOutput] | None = None  # built on first use
-        # (weak ref to a memory produced in inference, its key, its per-layer K/V), newest last.
-        self._projections: list[tuple[weakref.ref, tuple[int, ...], list[torch.Tensor]]] = []
+        # (weak ref to a memory produced in inference, its version, its per-layer K/V), newest
+        # last; all computed with the weights in _projected_with.
+        self._projections: list[tuple[weakref.ref, int, list[torch.Tensor]]] = []
+        self._projected_with: list[torch.Tensor] = []
 
     def __getstate__(self) -> dict[str, object]:
         # A torch.compile'd bound method cannot be pickled (Ray ships policies by pickle);
@@ -63,6 +65,7 @@ class MemoryCore(nn.Module):
         state = dict(self.__dict__)
         state["_compiled"] = None
         state["_projections"] = []  # weak references do not pickle
+        state["_projected_with"] = []
         return state
 
     def _forward(self, *args: object) -> CoreOutput:
@@ -190,25 +193,39 @@ class MemoryCore(nn.Module):
             or torch.is_inference_mode_enabled()
         )
 
-    def _projection_key(self, hidden: torch.Tensor) -> tuple[int, ...]:
-        """Changes whenever the memory tensor or a weight feeding the projections changes."""
-        key = [hidden._version]
+    def _projection_weights(self) -> list[torch.Tensor]:
+        """The parameters that :meth:`MemoryBlock.project_kv` reads."""
+        weights = []
         for block in self.blocks:
-            for p in (
-                block.norm_attn.weight,
-                block.norm_attn.bias,
-                block.attention.key_value.weight,
-            ):
-                key += [p.data_ptr(), p._version]
-        return tuple(key)
+            weights += [block.norm_attn.weight, block.norm_attn.bias]
+            weights.append(block.attention.key_value.weight)
+        return weights
+
+    def _drop_projections_of_old_weights(self) -> None:
+        """Forget every cached projection if a weight feeding them changed since.
+
+        Compared by value, not by version counter: fused optimizers and ``.data`` edits update
+        parameters without bumping ``_version``. A few thousand numbers per layer, cheap next to
+        the step itself.
+        """
+        current = [w.detach() for w in self._projection_weights()]
+        unchanged = len(current) == len(self._projected_with) and all(
+            a.shape == b.shape and a.device == b.device and torch.equal(a, b)
+            for a, b in zip(current, self._projected_with, strict=True)
+        )
+        if not unchanged:
+            self._projections = []
+            self._projected_with = [w.clone() for w in current]
 
     def _cached_projections(self, memory: Memory) -> list[torch.Tensor] | None:
-        """The memory's per-layer keys/values if this core produced exactly this memory."""
+        """The memory's per-layer keys/values if this core produced exactly this memory with
+        the current weights."""
+        self._drop_projections_of_old_weights()
         if memory.hidden.shape[2] == 0:
             return None
-        for owner, key, projections in self._projections:
+        for owner, version, projections in self._projections:
             if owner() is memory.hidden:
-                return projections if key == self._projection_key(memory.hidden) else None
+                return projections if version == memory.hidden._version else None
         return None
 
     def _remember_projections(self, memory: Memory, projections: list[torch.Tensor]) -> None:
@@ -219,7 +236,7 @@ class MemoryCore(nn.Module):
         call in between (a recompute, a second stream of episodes) does not evict a rollout's.
         """
         live = [entry for entry in self._projections if entry[0]() is not None]
-        live.append((weakref.ref(memory.hidden), self._projection_key(memory.hidden), projections))
+        live.append((weakref.ref(memory.hidden), memory.hidden._version, projections))
         self._projections = live[-_CACHED_MEMORIES:]
 
 

@@ -70,7 +70,7 @@ def run_return_conditioned(
     rtg[:, 0] = target_return
     returns, lengths = np.zeros(n), np.zeros(n, np.int64)
     active = np.ones(n, dtype=bool)
-    successes: list[float] = []
+    successes: list[float | None] = [None] * n  # by env index, like returns
     for i, env in enumerate(envs):
         obs, _ = env.reset(seed=seed + i)
         states[i, 0] = (
@@ -109,7 +109,7 @@ def run_return_conditioned(
             if term or trunc:
                 active[i] = False
                 if "is_success" in info:
-                    successes.append(float(info["is_success"]))
+                    successes[i] = float(info["is_success"])
         if policy.carry_memory and position == k - 1:
             # The window is complete (actions known): its memory feeds the next window.
             tensors = _window_tensors(states, actions, rtg, idx, batch_mask, policy, model.discrete)

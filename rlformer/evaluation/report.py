@@ -125,7 +125,7 @@ def _report(
     for seed, part in enumerate(parts):
         for i, (ret, length) in enumerate(zip(part.returns, part.lengths, strict=True)):
             row: dict[str, float] = {"seed": seed, "episode": i, "return": ret, "length": length}
-            if part.successes:
+            if part.successes and part.successes[i] is not None:
                 row["success"] = part.successes[i]
             if normalizer is not None:
                 row["normalized"] = normalizer(ret)
@@ -133,7 +133,7 @@ def _report(
         merged.returns += part.returns
         merged.lengths += part.lengths
         merged.successes += part.successes
-    summary = summarize_scores(merged.returns, merged.successes or None, normalizer)
+    summary = summarize_scores(merged.returns, merged.success_values(), normalizer)
     return EvaluationReport(
         agent.name, label, env_cfg.id, deterministic, summary, rows, target_return=target
     )

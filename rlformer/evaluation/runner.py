@@ -20,15 +20,27 @@ from rlformer.rollout.env_factory import make_vector_env
 
 @dataclass
 class EpisodeResults:
-    """Per-episode returns and lengths; successes where the env reports ``is_success``."""
+    """Per-episode returns, lengths and ``is_success`` (None where the env did not report it),
+    all three in the same episode order."""
 
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
-    successes: list[float] = field(default_factory=list)
+    successes: list[float | None] = field(default_factory=list)
+
+    def success_values(self) -> list[float] | None:
+        """One value per episode, or None if no episode reported ``is_success``.
+
+        An episode that ended without reporting it (e.g. cut by a time limit shorter than the
+        task's own) counts as a failure, so the rate is not taken over the lucky ones only.
+        """
+        if all(s is None for s in self.successes):
+            return None
+        return [0.0 if s is None else s for s in self.successes]
 
     @property
     def success_rate(self) -> float | None:
-        return float(np.mean(self.successes)) if self.successes else None
+        values = self.success_values()
+        return None if values is None else float(np.mean(values))
 
     def summary(self) -> dict[str, float]:
         out = {
@@ -114,11 +126,11 @@ def run_source_episodes(
         for slot in np.flatnonzero(done & active):
             results.returns.append(float(running[slot]))
             results.lengths.append(int(lengths[slot]))
-            if (
+            reported = (
                 "is_success" in final_info
                 and final_info.get("_is_success", np.ones(num_envs, bool))[slot]
-            ):
-                results.successes.append(float(final_info["is_success"][slot]))
+            )
+            results.successes.append(float(final_info["is_success"][slot]) if reported else None)
             if started < episodes:
                 started += 1
             else:

@@ -4,6 +4,7 @@ Run (needs the bench extra: `pip install -e ".[bench]"`):
     .venv/bin/python scripts/bench/dt.py --dataset data/hopper_medium.hdf5 \
         --env Hopper-v5 --target 3600
     .venv/bin/python scripts/bench/dt.py --quick       # records small datasets itself
+    .venv/bin/python scripts/bench/dt.py --ablations   # where rlformer's training time goes
 
 All three learners train in this one process with the same loop (same windows from the same
 sampler, fused AdamW as in rlformer's DT learner, warm-up, gradient clipping, batch, steps) and
@@ -104,6 +105,7 @@ def train(
     discrete: bool,
     seed: int,
     round_steps: int = 20,
+    warmup_steps: int = 0,
 ) -> dict[str, float]:
     """Same loop for every model; returns training windows per second of each.
 
@@ -121,20 +123,27 @@ def train(
         name: torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 1000))
         for name, opt in optimizers.items()
     }
+
+    def train_step(name: str, w: WindowBatch) -> None:
+        model = models[name]
+        out = model(w.states, w.actions, w.returns_to_go, w.timesteps, w.mask)
+        loss = dt_loss(out.action_preds, w.actions, w.mask, discrete)
+        optimizers[name].zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        optimizers[name].step()
+        schedules[name].step()
+
+    for name, model in models.items():
+        model.train()
+        for step in range(warmup_steps):  # not timed: lets torch.compile build its graphs
+            train_step(name, windows[step % len(windows)])
     seconds = dict.fromkeys(models, 0.0)
     for first in range(0, steps, round_steps):
-        for name, model in models.items():
-            model.train()
+        for name in models:
             start = time.perf_counter()
             for step in range(first, min(steps, first + round_steps)):
-                w: WindowBatch = windows[step % len(windows)]
-                out = model(w.states, w.actions, w.returns_to_go, w.timesteps, w.mask)
-                loss = dt_loss(out.action_preds, w.actions, w.mask, discrete)
-                optimizers[name].zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-                optimizers[name].step()
-                schedules[name].step()
+                train_step(name, windows[step % len(windows)])
             seconds[name] += time.perf_counter() - start
     return {name: steps * batch / seconds[name] for name in models}
 
@@ -191,6 +200,40 @@ def quick_datasets(folder: Path) -> list[tuple[Path, str, dict, float, float]]:
     return [(folder / name, env, kw, target, scale) for name, env, kw, target, scale in specs]
 
 
+ABLATIONS = {
+    "rlformer DT (defaults: no positional scheme)": [],
+    "rlformer DT, Transformer-XL relative positions": ["dt.core.positional=relative"],
+    "rlformer DT, rotary positions": ["dt.core.positional=rotary"],
+    "rlformer DT, no dropout (upper bound)": ["dt.core.dropout=0.0"],
+    "rlformer DT, compile: true": ["dt.core.compile=true"],
+}
+
+
+def ablations(path: Path, env_id: str, scale: float, steps: int, batch: int) -> None:
+    """Training speed of rlformer DT variants against transformers' model (no evaluation).
+
+    Shows where the time goes: the positional scheme, dropout masks, torch.compile.
+    """
+    env = make_env(env_id, {})
+    low, high = action_bounds(env.action_space)
+    sampler = WindowSampler(normalized_actions(load_dataset(path), low, high), 20, scale)
+    act_dim = int(np.prod(env.action_space.shape))
+    models: dict[str, nn.Module] = {
+        "transformers DecisionTransformerModel": HFDecisionTransformer(
+            sampler.states.shape[1], act_dim, False, 20
+        )
+    }
+    for name, overrides in ABLATIONS.items():
+        cfg = load_config(None, ["algo=dt", f"env.id={env_id}", *overrides])
+        models[name] = build_dt(cfg, env.observation_space, env.action_space)
+    rates = train(models, sampler, steps, batch, discrete=False, seed=0, warmup_steps=5)
+    base = rates["transformers DecisionTransformerModel"]
+    print(f"\n{env_id} ({path}), {steps} steps x batch {batch}")
+    print(f"{'learner':<50} {'samples/s':>10} {'vs HF':>7}")
+    for name, rate in rates.items():
+        print(f"{name:<50} {rate:>10.0f} {rate / base:>6.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -203,8 +246,17 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--ablations",
+        action="store_true",
+        help="Time rlformer DT variants against transformers' model on the quick Hopper data.",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.ablations:
+        path, env_id, _, _, scale = quick_datasets(Path("runs/bench_dt_data"))[0]
+        ablations(path, env_id, scale, min(args.steps, 300), args.batch)
+        return
     if args.quick or args.dataset is None:
         runs = quick_datasets(Path("runs/bench_dt_data"))
         args.steps = min(args.steps, 300) if args.quick else args.steps

@@ -210,6 +210,30 @@ def test_eval_puts_a_stable_baselines3_model_in_the_same_table(tmp_path: Path) -
     )
     assert wrong_env.returncode == 2
     assert "observations Box(3,), agent expects Box(4,)" in wrong_env.stderr
+    model = f"sb3:{tmp_path / 'ppo.zip'}"
+    no_dt = rlformer(
+        "eval", model, "--env", "CartPole-v1", "--target-return", "10", cwd=tmp_path, check=False
+    )
+    assert no_dt.returncode == 2 and "none of the agents is one" in no_dt.stderr
+    # An output that cannot be written fails before the evaluation, not after it.
+    (tmp_path / "taken").write_text("")
+    bad_out = rlformer(
+        "eval", model, "--env", "CartPole-v1", "--csv", "taken/x.csv", cwd=tmp_path, check=False
+    )
+    assert bad_out.returncode == 2 and "cannot write taken/x.csv" in bad_out.stderr
+    assert "Traceback" not in no_dt.stderr + bad_out.stderr
+    nested = rlformer(
+        "eval",
+        model,
+        "--env",
+        "CartPole-v1",
+        "--episodes",
+        "2",
+        "--csv",
+        "new/dir/x.csv",
+        cwd=tmp_path,
+    )
+    assert nested.returncode == 0 and (tmp_path / "new" / "dir" / "x.csv").exists()
 
 
 @pytest.mark.slow

@@ -288,8 +288,11 @@ def test_selected_outputs_equal_the_full_outputs(
     padding = torch.zeros(3, 12, dtype=torch.bool, device=device)
     padding[2, 9:] = True
     index = torch.arange(1, 12, 3, device=device)
-    memory = core(torch.randn(3, 6, 16, device=device)).memory
+    with torch.no_grad():  # produced in inference, so its keys/values are cached
+        memory = core(torch.randn(3, 6, 16, device=device)).memory
     for grad in (False, True):  # True: the training path; False: inference with the K/V cache
+        if not grad:
+            assert core._cached_projections(memory) is not None
         with torch.set_grad_enabled(grad):
             full = core(x, memory, starts, padding)
             part = core(x, memory, starts, padding, output_index=index)

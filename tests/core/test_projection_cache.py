@@ -32,8 +32,8 @@ def _core(device: torch.device, block: str = "gtrxl", positional: str = "relativ
 
 def _uncached_step(core: MemoryCore, x: torch.Tensor, memory, starts=None):  # noqa: ANN001, ANN202
     with torch.enable_grad():
+        assert not core._projection_cache_enabled()  # autograd on: the cache is bypassed
         out = core.step(x, memory, starts)
-    assert core._projection_cache_enabled() is False or torch.is_grad_enabled()
     return out.output.detach()
 
 
@@ -62,15 +62,32 @@ def test_cache_is_used_and_exact(block: str, positional: str, device: torch.devi
     _assert_step_matches_uncached(core, x[:, 8], memory)
 
 
-def test_weight_update_invalidates(device: torch.device) -> None:
+OPTIMIZERS = {
+    "sgd": lambda params: torch.optim.SGD(params, lr=0.5),
+    # Fused kernels update parameters without bumping their version counters.
+    "fused_adamw": lambda params: torch.optim.AdamW(params, lr=0.05, fused=True),
+}
+
+
+@pytest.mark.parametrize("optimizer_name", sorted(OPTIMIZERS))
+def test_weight_update_invalidates(optimizer_name: str, device: torch.device) -> None:
     core = _core(device)
     x = torch.randn(3, 9, 16, device=device)
     memory = _chain(core, x, 8)
-    optimizer = torch.optim.SGD(core.parameters(), lr=0.5)
+    optimizer = OPTIMIZERS[optimizer_name](core.parameters())
     core.train()
     core(x).output.square().mean().backward()
     optimizer.step()
-    core.eval()
+    core.eval()  # the memory survives the update, as in a loop that trains between episodes
+    assert core._cached_projections(memory) is None
+    _assert_step_matches_uncached(core, x[:, 8], memory)
+
+
+def test_data_edit_of_a_weight_invalidates(device: torch.device) -> None:
+    core = _core(device)
+    x = torch.randn(3, 9, 16, device=device)
+    memory = _chain(core, x, 8)
+    core.blocks[1].attention.key_value.weight.data.mul_(2.0)  # no version bump through .data
     assert core._cached_projections(memory) is None
     _assert_step_matches_uncached(core, x[:, 8], memory)
 
