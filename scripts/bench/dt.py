@@ -247,6 +247,14 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Config override for rlformer's DT, e.g. dt.core.positional=relative (repeatable).",
+    )
+    parser.add_argument(
         "--ablations",
         action="store_true",
         help="Time rlformer DT variants against transformers' model on the quick Hopper data.",
@@ -277,6 +285,7 @@ def main() -> None:
                 f"env.id={env_id}",
                 f"dt.context={context}",
                 f"dt.core.memory_length={3 * context}",
+                *args.overrides,
             ],
         )
         state_dim = sampler.states.shape[1]
