@@ -114,7 +114,6 @@ def train(
     """
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    windows = [sampler.sample(batch, rng) for _ in range(min(steps, 50))]  # sampling not timed
     optimizers = {
         name: torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=1e-4, fused=True)
         for name, model in models.items()
@@ -134,16 +133,19 @@ def train(
         optimizers[name].step()
         schedules[name].step()
 
+    warmup = [sampler.sample(batch, rng) for _ in range(warmup_steps)]
     for name, model in models.items():
         model.train()
-        for step in range(warmup_steps):  # not timed: lets torch.compile build its graphs
-            train_step(name, windows[step % len(windows)])
+        for w in warmup:  # not timed: lets torch.compile build its graphs
+            train_step(name, w)
     seconds = dict.fromkeys(models, 0.0)
     for first in range(0, steps, round_steps):
+        # Fresh windows every round, the same for every model; sampling is not timed.
+        windows = [sampler.sample(batch, rng) for _ in range(min(round_steps, steps - first))]
         for name in models:
             start = time.perf_counter()
-            for step in range(first, min(steps, first + round_steps)):
-                train_step(name, windows[step % len(windows)])
+            for w in windows:
+                train_step(name, w)
             seconds[name] += time.perf_counter() - start
     return {name: steps * batch / seconds[name] for name in models}
 
