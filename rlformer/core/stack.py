@@ -58,6 +58,7 @@ class MemoryCore(nn.Module):
         # last; all computed with the weights in _projected_with.
         self._projections: list[tuple[weakref.ref, int, list[torch.Tensor]]] = []
         self._projected_with: list[torch.Tensor] = []
+        self._projected_stamps: list[tuple[int, int]] = []  # (data_ptr, version) of those
 
     def __getstate__(self) -> dict[str, object]:
         # A torch.compile'd bound method cannot be pickled (Ray ships policies by pickle);
@@ -66,6 +67,7 @@ class MemoryCore(nn.Module):
         state["_compiled"] = None
         state["_projections"] = []  # weak references do not pickle
         state["_projected_with"] = []
+        state["_projected_stamps"] = []
         return state
 
     def _forward(self, *args: object) -> CoreOutput:
@@ -202,20 +204,27 @@ class MemoryCore(nn.Module):
         return weights
 
     def _drop_projections_of_old_weights(self) -> None:
-        """Forget every cached projection if a weight feeding them changed since.
+        """Forget every cached projection if a weight feeding them was written since.
 
-        Compared by value, not by version counter: fused optimizers and ``.data`` edits update
-        parameters without bumping ``_version``. A few thousand numbers per layer, cheap next to
-        the step itself.
+        Two checks. Version counters catch every in-place write through autograd-visible ops
+        (``load_state_dict``, most optimizers), even of equal values, so a caller that reloads
+        weights gets the uncached computation, bit for bit, as a fresh process would. Values
+        catch what versions miss: fused optimizers and ``.data`` edits do not bump them.
         """
-        current = [w.detach() for w in self._projection_weights()]
-        unchanged = len(current) == len(self._projected_with) and all(
-            a.shape == b.shape and a.device == b.device and torch.equal(a, b)
-            for a, b in zip(current, self._projected_with, strict=True)
+        weights = self._projection_weights()
+        stamps = [(w.data_ptr(), w._version) for w in weights]
+        unchanged = (
+            stamps == self._projected_stamps
+            and len(weights) == len(self._projected_with)
+            and all(
+                a.shape == b.shape and a.device == b.device and torch.equal(a.detach(), b)
+                for a, b in zip(weights, self._projected_with, strict=True)
+            )
         )
         if not unchanged:
             self._projections = []
-            self._projected_with = [w.clone() for w in current]
+            self._projected_with = [w.detach().clone() for w in weights]
+            self._projected_stamps = stamps
 
     def _cached_projections(self, memory: Memory) -> list[torch.Tensor] | None:
         """The memory's per-layer keys/values if this core produced exactly this memory with
