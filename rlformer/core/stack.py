@@ -213,13 +213,9 @@ class MemoryCore(nn.Module):
         """
         weights = self._projection_weights()
         stamps = [(w.data_ptr(), w._version) for w in weights]
-        unchanged = (
-            stamps == self._projected_stamps
-            and len(weights) == len(self._projected_with)
-            and all(
-                a.shape == b.shape and a.device == b.device and torch.equal(a.detach(), b)
-                for a, b in zip(weights, self._projected_with, strict=True)
-            )
+        # Equal stamps mean the same storages, hence the same shapes and devices as the copies.
+        unchanged = stamps == self._projected_stamps and all(
+            torch.equal(a.detach(), b) for a, b in zip(weights, self._projected_with, strict=True)
         )
         if not unchanged:
             self._projections = []

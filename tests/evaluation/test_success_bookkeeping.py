@@ -49,15 +49,15 @@ class _ScriptedSlots:
 
 
 def test_vector_runner_keeps_success_with_its_episode() -> None:
-    results = run_source_episodes(_ScriptedSlots(), ENV, episodes=3, num_envs=3, seed=4)
-    # Episodes are recorded as they finish: slots 0 and 2 at step 3, slot 1 at step 6.
-    order = [0, 2, 1]
-    reordered = EpisodeResults(
-        [results.returns[order.index(s)] for s in range(3)],
-        [results.lengths[order.index(s)] for s in range(3)],
-        [results.successes[order.index(s)] for s in range(3)],
+    r = run_source_episodes(_ScriptedSlots(), ENV, episodes=3, num_envs=3, seed=4)
+    # Episodes are recorded as they finish: slots 0 and 2 at step 3, slot 1 at step 6. Swapping
+    # the last two puts them back in slot order.
+    by_slot = [0, 2, 1]
+    _check(
+        EpisodeResults(
+            *([values[i] for i in by_slot] for values in (r.returns, r.lengths, r.successes))
+        )
     )
-    _check(reordered)
 
 
 @dataclass
