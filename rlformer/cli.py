@@ -26,22 +26,29 @@ dataset_app = typer.Typer(help="Inspect offline datasets.", no_args_is_help=True
 app.add_typer(dataset_app, name="dataset")
 
 USER_ERROR_EXIT = 2
+RUN_FAILED_EXIT = 1
+
+TRUST_HELP = (
+    "Also load checkpoints that need unpickling (written by an older rlformer, or env states "
+    "from another user or machine). Unpickling can run code: only for files you trust."
+)
 
 
-def fail(message: str) -> NoReturn:
-    """Print ``error: message`` (each line) to stderr and exit with status 2."""
+def fail(message: str, code: int = USER_ERROR_EXIT) -> NoReturn:
+    """Print ``error: message`` (each line) to stderr and exit with ``code`` (2: bad input)."""
     for line in str(message).splitlines() or [""]:
         typer.echo(f"error: {line}", err=True)
-    raise typer.Exit(USER_ERROR_EXIT)
+    raise typer.Exit(code)
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
+    from rlformer.checkpoints import CheckpointError
     from rlformer.config import ConfigError
     from rlformer.data.errors import DatasetError
     from rlformer.rollout.env_factory import EnvError
-    from rlformer.runs import CheckpointError
+    from rlformer.rollout.env_guard import EnvCrash, EnvDataError
 
-    return (ConfigError, EnvError, CheckpointError, DatasetError)
+    return (ConfigError, EnvError, CheckpointError, DatasetError, EnvCrash, EnvDataError)
 
 
 @app.command()
@@ -60,23 +67,46 @@ def train(
     ] = None,
     resume: Annotated[
         Path | None,
-        typer.Option(help="Continue the run in this directory from its latest checkpoint."),
+        typer.Option(help="Continue this run directory from its newest readable checkpoint."),
     ] = None,
+    trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            help="Check the config, the env, the model and the run folder, then stop (no run)."
+        ),
+    ] = False,
 ) -> None:
-    """Train an agent from a YAML config; writes a run directory with metrics and checkpoints."""
+    """Train an agent from a YAML config; writes a run directory with metrics and checkpoints.
+
+    SIGINT (Ctrl-C) or SIGTERM finishes the current iteration, writes a checkpoint and exits
+    (130 / 143) saying how to resume; a second signal stops at once.
+    """
     from rlformer.config import load_config
+    from rlformer.interrupts import Interrupted
+    from rlformer.training import RunFailed, check_config
     from rlformer.training import resume as resume_run
     from rlformer.training import train as train_run
 
     if config is not None and resume is not None:
         fail("give either CONFIG (a new run) or --resume RUN_DIR (continue a run), not both")
     try:
+        if dry_run:
+            if resume is not None:
+                fail("--dry-run checks a new run's config; it does not combine with --resume")
+            typer.echo(check_config(load_config(config, set_ or [])))
+            return
         if resume is not None:
-            result = resume_run(resume, set_ or [])
+            result = resume_run(resume, set_ or [], trust=trust_checkpoint)
         else:
             result = train_run(load_config(config, set_ or []))
     except _user_errors() as err:
         fail(str(err))
+    except RunFailed as err:
+        fail(str(err), RUN_FAILED_EXIT)
+    except Interrupted as err:
+        typer.echo(f"interrupted: {err}", err=True)
+        raise typer.Exit(err.exit_code) from None
     typer.echo(f"run directory: {result.run_dir}")
     if result.evaluation is not None:
         typer.echo(json.dumps(result.evaluation))
@@ -126,6 +156,7 @@ def evaluate(
         Path | None,
         typer.Option(help="Return-conditioned agents: PNG of achieved vs target return."),
     ] = None,
+    trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
 ) -> None:
     """Evaluate agents: mean, std, median, IQM with bootstrap 95% CIs, D4RL score, success.
 
@@ -159,7 +190,7 @@ def evaluate(
         if out is not None:  # fail now, not after a long evaluation
             _check_writable(out)
     try:
-        loaded = [load_eval_agent(name) for name in agents]
+        loaded = [load_eval_agent(name, trust=trust_checkpoint) for name in agents]
         if targets is not None and not any(a.kind == "dt" for a in loaded):
             fail("--target-return conditions Decision Transformers; none of the agents is one")
         skipped: list[str] = []
@@ -273,6 +304,7 @@ def collect(
     stochastic: Annotated[
         bool, typer.Option(help="Sample a trained policy's actions instead of taking the mode.")
     ] = False,
+    trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
 ) -> None:
     """Record an offline dataset from a policy, in the D4RL HDF5 layout with metadata.
 
@@ -292,6 +324,7 @@ def collect(
             noise=noise,
             random_fraction=random_fraction,
             deterministic=not stochastic,
+            trust=trust_checkpoint,
         )
     except _user_errors() as err:
         fail(str(err))

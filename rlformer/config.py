@@ -163,6 +163,10 @@ class RunConfig(StrictModel):
     checkpoint_every: int = Field(10, ge=1, description="Write a checkpoint every N iterations.")
     keep_checkpoints: int = Field(3, ge=1, description="Checkpoints kept on disk (oldest deleted).")
     progress: bool = Field(True, description="Show a progress bar (plain lines when not a TTY).")
+    nonfinite: Literal["stop", "skip"] = Field(
+        "stop",
+        description="NaN/inf loss or gradient: stop the run, or skip that update (counted).",
+    )
 
 
 def _dt_core() -> CoreConfig:

@@ -1,4 +1,4 @@
-"""Run directories: resolved config, metrics (JSONL + TensorBoard), atomic checkpoints, resume.
+"""Run directories: resolved config, metrics (JSONL + TensorBoard), checkpoints, exclusive use.
 
 Layout of ``runs/<name>-<timestamp>/``::
 
@@ -8,29 +8,53 @@ Layout of ``runs/<name>-<timestamp>/``::
     checkpoints/
         ckpt_000010.pt   torch.save'd dicts, written to a temp file then renamed
         latest           name of the newest complete checkpoint (also renamed into place)
+    .lock                held (flock) by the process training or resuming the run
 
-Why atomic: a run killed mid-write must never leave a checkpoint that looks complete but is not.
-``os.replace`` is atomic on POSIX, so readers see either the old file or the new one.
+Checkpoint files are written and read by :mod:`rlformer.checkpoints`.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-import torch
+from rlformer.checkpoints import (
+    CHECKPOINT_FORMAT,
+    CheckpointError,
+    atomic_write_bytes,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 
-CHECKPOINT_FORMAT = 1
-"""Bumped when the checkpoint layout changes incompatibly; loaders refuse other versions."""
+# Checkpoint files have their own module; these names stay importable from here.
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CheckpointError",
+    "MetricsLogger",
+    "RunDirError",
+    "RunLock",
+    "atomic_write_bytes",
+    "check_run_root",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "new_run_dir",
+    "read_metrics",
+    "save_checkpoint",
+]
+
+MIN_FREE_BYTES = 256 * 2**20
+"""Free space a run root must have before training starts (checkpoints, metrics, TensorBoard)."""
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint or run directory that cannot be used, with what to do about it."""
+class RunDirError(CheckpointError):
+    """A run directory or run root that cannot be used: in use, unwritable or full."""
 
 
 def new_run_dir(root: str | Path, name: str) -> Path:
@@ -45,77 +69,75 @@ def new_run_dir(root: str | Path, name: str) -> Path:
     return path
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a fsync'ed temp file in the same folder and a rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def check_run_root(root: str | Path, needed_bytes: int = MIN_FREE_BYTES) -> None:
+    """Fail before training, not at the first checkpoint, if ``root`` cannot hold a run.
+
+    Creates ``root``, writes and removes a probe file (permission bits alone do not tell: root
+    ignores them, read-only mounts do not show them), and checks the free space.
+    """
+    root = Path(root)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def save_checkpoint(run_dir: Path, step: int, payload: Mapping[str, Any], keep: int = 3) -> Path:
-    """Atomically write checkpoint ``ckpt_<step>.pt``, point ``latest`` at it, prune old ones."""
-    ckpt_dir = run_dir / "checkpoints"
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    path = ckpt_dir / f"ckpt_{step:09d}.pt"
-    fd, tmp = tempfile.mkstemp(dir=ckpt_dir, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save({"format": CHECKPOINT_FORMAT, **payload}, tmp)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    atomic_write_bytes(ckpt_dir / "latest", path.name.encode())
-    for old in sorted(ckpt_dir.glob("ckpt_*.pt"))[:-keep]:
-        old.unlink(missing_ok=True)
-    return path
-
-
-def latest_checkpoint(run_dir: str | Path) -> Path:
-    """Path of the newest complete checkpoint of a run, or a :class:`CheckpointError`."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise CheckpointError(f"{run_dir}: run directory not found")
-    pointer = run_dir / "checkpoints" / "latest"
-    if not pointer.is_file():
-        raise CheckpointError(
-            f"{run_dir}: no checkpoint yet (checkpoints/latest missing); the run stopped before "
-            "its first checkpoint: start it again with `rlformer train CONFIG`"
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".rlformer-probe-") as probe:
+            probe.write(b"x")
+            probe.flush()
+    except OSError as err:
+        raise RunDirError(
+            f"run.root {root} is not writable ({err.strerror or err}); "
+            "choose another folder with --set run.root=PATH"
+        ) from None
+    free = shutil.disk_usage(root).free
+    if free < needed_bytes:
+        raise RunDirError(
+            f"run.root {root} has only {free / 2**20:.0f} MiB free, a run needs at least "
+            f"{needed_bytes / 2**20:.0f} MiB for checkpoints and logs; free some space or "
+            "choose another folder with --set run.root=PATH"
         )
-    path = pointer.parent / pointer.read_text().strip()
-    if not path.is_file():
-        raise CheckpointError(f"{pointer} names {path.name}, which does not exist")
-    return path
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint file (or a run dir's latest) and check that this version can read it."""
-    path = Path(path)
-    if path.is_dir():
-        path = latest_checkpoint(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint file not found")
-    try:
-        payload = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as err:  # torch raises many types for corrupt / foreign files
-        raise CheckpointError(f"{path}: not a readable rlformer checkpoint ({err})") from None
-    if not isinstance(payload, dict) or "format" not in payload:
-        raise CheckpointError(f"{path}: not an rlformer checkpoint (no 'format' field)")
-    if payload["format"] != CHECKPOINT_FORMAT:
-        raise CheckpointError(
-            f"{path}: checkpoint format {payload['format']} but this rlformer reads format "
-            f"{CHECKPOINT_FORMAT}; evaluate it with the rlformer version that wrote it"
-        )
-    return payload
+class RunLock:
+    """Exclusive use of a run directory by one process, released when that process dies.
+
+    An ``flock`` on ``run_dir/.lock`` is dropped by the kernel when its holder exits however it
+    exits (SIGKILL included), so a crashed run never leaves the directory stuck; the PID written
+    into the file only makes the refusal message useful.
+
+    Example::
+
+        with RunLock(run_dir):
+            ...  # train, checkpoint, log
+    """
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.path = Path(run_dir) / ".lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunDirError(
+                f"{self.path.parent} is in use by process {holder} (another `rlformer train` "
+                "writing or resuming it); wait for it to finish or stop it first"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class MetricsLogger:

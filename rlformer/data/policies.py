@@ -45,17 +45,25 @@ class RandomPolicy:
 class RlformerPolicy:
     """A trained rlformer PPO agent from a run directory or checkpoint (memory per env slot)."""
 
-    def __init__(self, path: str, num_envs: int, seed: int, deterministic: bool = True) -> None:
-        from rlformer.runs import load_checkpoint
-        from rlformer.training import load_agent
+    def __init__(
+        self,
+        path: str,
+        num_envs: int,
+        seed: int,
+        deterministic: bool = True,
+        trust: bool = False,
+    ) -> None:
+        from rlformer.checkpoints import load_checkpoint
+        from rlformer.training import agent_from_payload
 
-        kind = load_checkpoint(path).get("kind", "ppo")
+        payload = load_checkpoint(path, trust)
+        kind = payload.get("kind", "ppo")
         if kind != "ppo":
             raise DatasetError(
                 f"{path}: a {kind!r} checkpoint; `rlformer collect` records from PPO runs, "
                 "stable-baselines3 models (sb3:FILE.zip) or random"
             )
-        self.model, self.cfg, _ = load_agent(path)
+        self.model, self.cfg = agent_from_payload(payload, path)
         self.model.eval()
         self.state = self.model.initial_state(num_envs)
         self.deterministic = deterministic

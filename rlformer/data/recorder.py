@@ -30,14 +30,19 @@ from rlformer.rollout.env_factory import make_vector_env
 
 
 def make_source(
-    policy: str, envs: Any, num_envs: int, seed: int, deterministic: bool = True
+    policy: str,
+    envs: Any,
+    num_envs: int,
+    seed: int,
+    deterministic: bool = True,
+    trust: bool = False,
 ) -> ActionSource:
     """``random`` | ``sb3:PATH.zip`` | an rlformer run directory or checkpoint file."""
     if policy == "random":
         return RandomPolicy(envs.single_action_space, num_envs, seed)
     if policy.startswith("sb3:"):
         return SB3Policy(policy.removeprefix("sb3:"), deterministic)
-    return RlformerPolicy(policy, num_envs, seed, deterministic)
+    return RlformerPolicy(policy, num_envs, seed, deterministic, trust)
 
 
 @dataclass
@@ -98,6 +103,7 @@ def collect_dataset(
     env_kwargs: dict[str, Any] | None = None,
     progress: bool = True,
     deterministic: bool = True,
+    trust: bool = False,
 ) -> Dataset:
     """Record ``steps`` transitions (over ``num_envs`` slots) and write them to ``out``.
 
@@ -113,13 +119,14 @@ def collect_dataset(
         env_kwargs: Extra ``gymnasium.make`` arguments.
         progress: Show a progress bar (plain lines when stderr is not a terminal).
         deterministic: Greedy / mean actions of trained policies (False samples them).
+        trust: Load an rlformer checkpoint even if it needs unpickling (trusted files only).
 
     Returns:
         The recorded dataset, as the D4RL reader will read it back.
     """
     envs = make_vector_env(env_id, num_envs, env_kwargs)
     try:
-        source: ActionSource = make_source(policy, envs, num_envs, seed, deterministic)
+        source: ActionSource = make_source(policy, envs, num_envs, seed, deterministic, trust)
         if noise > 0 or random_fraction > 0:
             source = NoisyPolicy(source, envs.single_action_space, noise, random_fraction, seed)
         episodes = _record(envs, source, steps, seed, num_envs, _Progress(steps, progress))

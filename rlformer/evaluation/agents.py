@@ -39,17 +39,21 @@ class Agent:
     dataset_returns: dict[str, float] | None = None
 
 
-def load_eval_agent(spec: str | Path) -> Agent:
-    """Load ``RUN_DIR``, a checkpoint file, or ``sb3:PATH.zip``."""
+def load_eval_agent(spec: str | Path, trust: bool = False) -> Agent:
+    """Load ``RUN_DIR``, a checkpoint file, or ``sb3:PATH.zip``.
+
+    rlformer checkpoints are read without unpickling unless ``trust`` (see
+    :mod:`rlformer.checkpoints`).
+    """
     text = str(spec)
     if text.startswith("sb3:"):
         return _load_sb3(text)
-    from rlformer.runs import load_checkpoint
+    from rlformer.checkpoints import load_checkpoint
 
-    payload = load_checkpoint(text)
+    payload = load_checkpoint(text, trust)
     if payload.get("kind") == "dt":
         return _load_dt(text, payload)
-    return _load_ppo(text)
+    return _load_ppo(text, payload)
 
 
 def _load_sb3(text: str) -> Agent:
@@ -73,35 +77,35 @@ def _load_sb3(text: str) -> Agent:
     )
 
 
-def _load_ppo(text: str) -> Agent:
-    from rlformer.training import load_agent
+def _load_ppo(text: str, payload: dict[str, Any]) -> Agent:
+    from rlformer.training import agent_from_payload
 
-    model, cfg, payload = load_agent(text)
+    model, cfg = agent_from_payload(payload, text)
 
     def make_source(slots: int, deterministic: bool, seed: int) -> ActionSource:
         return PolicyActions(model, slots, deterministic, seed)
 
-    spec = payload["spec"]
     return Agent(
         text,
         "ppo",
-        spec["observation_space"],
-        spec["action_space"],
+        model.observation_space,
+        model.action_space,
         cfg.env,
         make_source=make_source,
     )
 
 
 def _load_dt(text: str, payload: dict[str, Any]) -> Agent:
+    from rlformer.checkpoints import checkpoint_spaces
     from rlformer.dt_training import load_dt_policy
 
-    policy, cfg = load_dt_policy(payload)
-    spec = payload["spec"]
+    policy, cfg = load_dt_policy(payload, text)
+    observation_space, action_space = checkpoint_spaces(payload, text)
     return Agent(
         text,
         "dt",
-        spec["observation_space"],
-        spec["action_space"],
+        observation_space,
+        action_space,
         cfg.env,
         dt_policy=policy,
         default_targets=list(cfg.dt.target_returns),

@@ -14,17 +14,35 @@ from torch import nn
 
 from rlformer.config import DTConfig
 from rlformer.data.sampling import WindowBatch
+from rlformer.learners.finite import (
+    NonFiniteError,
+    nonfinite_gradient,
+    nonfinite_loss,
+    nonfinite_parameter,
+)
 from rlformer.models.decision_transformer import DecisionTransformer, dt_loss
 
 
 class DTLearner:
-    """Owns optimiser and schedule; ``update(windows) -> metrics``."""
+    """Owns optimiser and schedule; ``update(windows) -> metrics``.
 
-    def __init__(self, model: DecisionTransformer, cfg: DTConfig, device: torch.device) -> None:
+    A non-finite loss or gradient raises :class:`NonFiniteError` before the weights change;
+    with ``nonfinite="skip"`` the step is skipped (counted in ``nonfinite/skipped_steps``).
+    """
+
+    def __init__(
+        self,
+        model: DecisionTransformer,
+        cfg: DTConfig,
+        device: torch.device,
+        nonfinite: str = "stop",
+    ) -> None:
         self.model = model.to(device)
         self.cfg = cfg
         self.device = device
         self.step = 0
+        self.nonfinite = nonfinite
+        self.skipped = 0
         # fused: one kernel for all parameters (5x faster than the per-tensor loop on CPU).
         self.optimizer = torch.optim.AdamW(
             model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay, fused=True
@@ -65,15 +83,32 @@ class DTLearner:
         total = sum(w for _, w in losses)
         loss = sum(l * w for l, w in losses) / total
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
-        self.optimizer.step()
+        problem = nonfinite_loss(loss, {"loss/action": loss})
+        grad_norm = torch.tensor(float("nan"))
+        if problem is None:
+            loss.backward()
+            grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+            problem = nonfinite_gradient(self.model, grad_norm)
+        if problem is None:
+            self.optimizer.step()
+        elif self.nonfinite == "skip":
+            self.optimizer.zero_grad(set_to_none=True)
+            self.skipped += 1
+        else:
+            raise NonFiniteError(
+                f"{problem} in DT gradient step {self.step + 1}; the weights were not updated "
+                "(set run.nonfinite=skip to skip such steps instead)"
+            )
         self.schedule.step()
         self.step += 1
+        bad_parameter = nonfinite_parameter(self.model)
+        if bad_parameter is not None:
+            raise NonFiniteError(f"{bad_parameter} after DT gradient step {self.step}")
         return {
             "loss/action": loss.item(),
             "grad_norm": float(grad_norm),
             "lr": float(self.schedule.get_last_lr()[0]),
+            "nonfinite/skipped_steps": float(self.skipped),
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -81,9 +116,11 @@ class DTLearner:
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),
             "step": self.step,
+            "skipped": self.skipped,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.step = state["step"]
+        self.skipped = state.get("skipped", 0)

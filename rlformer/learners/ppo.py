@@ -19,6 +19,12 @@ import torch
 from torch import nn
 
 from rlformer.config import PPOConfig
+from rlformer.learners.finite import (
+    NonFiniteError,
+    nonfinite_gradient,
+    nonfinite_loss,
+    nonfinite_parameter,
+)
 from rlformer.learners.returns import compute_gae
 from rlformer.models.actor_critic import ActorCritic, AgentState, EvaluateOutput
 from rlformer.rollout.fragment import Fragment
@@ -108,7 +114,12 @@ def ppo_loss(
 
 
 class PPOLearner:
-    """Owns the optimiser; ``update(fragment) -> metrics``."""
+    """Owns the optimiser; ``update(fragment) -> metrics``.
+
+    A non-finite loss or gradient raises :class:`NonFiniteError` naming the term or parameter
+    and the iteration, before the optimiser touches the weights; with ``nonfinite="skip"`` that
+    minibatch is skipped instead and counted in ``nonfinite/skipped_minibatches``.
+    """
 
     def __init__(
         self,
@@ -117,6 +128,7 @@ class PPOLearner:
         device: torch.device,
         total_iterations: int,
         seed: int = 0,
+        nonfinite: str = "stop",
     ) -> None:
         self.model = model.to(device)
         self.cfg = cfg
@@ -127,6 +139,7 @@ class PPOLearner:
             model.parameters(), lr=cfg.learning_rate, eps=1e-5, fused=True
         )
         self.generator = torch.Generator().manual_seed(seed)
+        self.nonfinite = nonfinite
 
     def _set_learning_rate(self) -> float:
         frac = 1.0 - self.iteration / self.total_iterations if self.cfg.anneal_lr else 1.0
@@ -144,18 +157,32 @@ class PPOLearner:
         sums: dict[str, float] = {}
         count = 0
         first_epoch_ratio_error = 0.0
+        skipped = 0
         for epoch in range(self.cfg.update_epochs):
             order = torch.randperm(num_rows, generator=self.generator)
             stop = False
-            for rows in torch.tensor_split(order, self.cfg.num_minibatches):
+            for minibatch, rows in enumerate(torch.tensor_split(order, self.cfg.num_minibatches)):
                 mb = batch.rows(rows.to(self.device))
                 out = self.model.evaluate(mb.obs, mb.actions, mb.state, mb.episode_start)
                 loss, metrics = ppo_loss(out, mb, self.cfg)
                 self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = nn.utils.clip_grad_norm_(
-                    self.model.parameters(), self.cfg.max_grad_norm
-                )
+                problem = nonfinite_loss(loss, {"loss": loss, **metrics})
+                if problem is None:
+                    loss.backward()
+                    grad_norm = nn.utils.clip_grad_norm_(
+                        self.model.parameters(), self.cfg.max_grad_norm
+                    )
+                    problem = nonfinite_gradient(self.model, grad_norm)
+                if problem is not None:
+                    where = f"PPO update {self.iteration + 1}, epoch {epoch + 1}, minibatch "
+                    if self.nonfinite != "skip":
+                        raise NonFiniteError(
+                            f"{problem} in {where}{minibatch + 1}; the weights were not updated "
+                            "(set run.nonfinite=skip to skip such minibatches instead)"
+                        )
+                    self.optimizer.zero_grad(set_to_none=True)
+                    skipped += 1
+                    continue
                 self.optimizer.step()
                 if epoch == 0 and count == 0:
                     # Before any gradient step the ratio must be exactly 1 (memory alignment check).
@@ -172,7 +199,11 @@ class PPOLearner:
             if stop:
                 break
         self.iteration += 1
-        result = {key: value / count for key, value in sums.items()}
+        bad_parameter = nonfinite_parameter(self.model)
+        if bad_parameter is not None:
+            raise NonFiniteError(f"{bad_parameter} after PPO update {self.iteration}")
+        result = {key: value / max(count, 1) for key, value in sums.items()}
+        result["nonfinite/skipped_minibatches"] = float(skipped)
         result.pop("ppo/max_ratio_error", None)
         result["ppo/first_minibatch_ratio_error"] = first_epoch_ratio_error
         result["lr"] = lr

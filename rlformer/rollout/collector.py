@@ -15,7 +15,7 @@ Calling loop::
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -29,9 +29,11 @@ class Collector(Protocol):
 
     def collect(self, weights: dict[str, torch.Tensor], version: int) -> Fragment: ...
 
-    def get_state(self) -> list[bytes]: ...
+    def get_state(self) -> list[dict[str, Any]]:
+        """Per worker: ``{"state": pickled bytes, "unpicklable_envs": reason or None}``."""
+        ...
 
-    def set_state(self, states: list[bytes]) -> None: ...
+    def set_state(self, states: list[dict[str, Any]]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -63,10 +65,10 @@ class LocalCollector:
         merged.sample_seconds = sum(f.sample_seconds for f in fragments)
         return merged
 
-    def get_state(self) -> list[bytes]:
+    def get_state(self) -> list[dict[str, Any]]:
         return [w.get_state() for w in self.workers]
 
-    def set_state(self, states: list[bytes]) -> None:
+    def set_state(self, states: list[dict[str, Any]]) -> None:
         for worker, blob in zip(self.workers, states, strict=True):
             worker.set_state(blob)
 

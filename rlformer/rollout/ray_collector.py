@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from rlformer.config import TrainConfig
+from rlformer.rollout.env_guard import EnvCrash, EnvDataError
 from rlformer.rollout.fragment import Fragment
 from rlformer.rollout.worker import RolloutWorker
 
@@ -42,9 +43,24 @@ class RolloutError(RuntimeError):
 
 
 def _describe(err: BaseException) -> str:
-    """First line of a Ray error: the full text repeats the remote traceback."""
+    """What went wrong in one line: an env's own report, else the first line of Ray's error
+    (the full text repeats the remote traceback)."""
+    cause = _env_cause(err)
+    if cause is not None:
+        return str(cause)
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0] if text else ''}"
+
+
+def _env_cause(err: BaseException) -> EnvCrash | EnvDataError | None:
+    """The env failure behind a Ray error, if that is what it was."""
+    seen = 0
+    while err is not None and seen < 5:
+        if isinstance(err, EnvCrash | EnvDataError):
+            return err
+        err = getattr(err, "cause", None) or err.__cause__
+        seen += 1
+    return None
 
 
 class RayCollector:
@@ -207,6 +223,17 @@ class RayCollector:
                 except lost as err:
                     self._replace(index, _describe(err))
                     submit(index)
+                except ray.exceptions.RayTaskError as err:
+                    cause = _env_cause(err)
+                    if isinstance(cause, EnvDataError):
+                        raise cause from None  # bad data is not a crash: no retry
+                    if cause is None:
+                        raise RolloutError(
+                            f"rollout worker {index} failed: {_describe(err)}"
+                        ) from err
+                    # An env that raised may be flaky; a deterministic bug uses up the budget.
+                    self._replace(index, str(cause))
+                    submit(index)
             now = time.monotonic()
             for ref in [r for r, limit in deadline.items() if limit <= now]:
                 index = pending.pop(ref)
@@ -233,11 +260,11 @@ class RayCollector:
         except (self._ray.exceptions.RayActorError, TimeoutError) as err:
             raise RolloutError(f"{method} on the rollout workers failed: {_describe(err)}") from err
 
-    def get_state(self) -> list[bytes]:
+    def get_state(self) -> list[dict[str, Any]]:
         """Each worker's env / memory / RNG state, for a checkpoint (see RolloutWorker)."""
         return self._call_all("get_state")
 
-    def set_state(self, states: list[bytes]) -> None:
+    def set_state(self, states: list[dict[str, Any]]) -> None:
         """Restore the states of :meth:`get_state` (from either backend) into the actors."""
         if len(states) != len(self.workers):
             raise RolloutError(

@@ -13,12 +13,14 @@ import pickle
 import time
 from typing import Any
 
+import cloudpickle
 import numpy as np
 import torch
 
 from rlformer.config import EnvConfig, ModelConfig
 from rlformer.models.actor_critic import ActorCritic, AgentState
 from rlformer.rollout.env_factory import make_vector_env
+from rlformer.rollout.env_guard import EnvDataError, EnvGuard, first_nonfinite_slot
 from rlformer.rollout.fragment import Fragment
 
 
@@ -42,21 +44,47 @@ class RolloutWorker:
         torch.set_num_threads(1)
         self.worker_index = worker_index
         self.fragment_length = fragment_length
+        self.env_id = env_cfg.id
         self.envs = make_vector_env(env_cfg.id, num_envs, env_cfg.kwargs, env_cfg.max_episode_steps)
+        # Each env reports its slot and this worker when it raises (see env_guard).
+        self.envs.envs = [
+            EnvGuard(env, slot, f"rollout worker {worker_index}")
+            for slot, env in enumerate(self.envs.envs)
+        ]
         self.model = ActorCritic(
             self.envs.single_observation_space, self.envs.single_action_space, model_cfg
         )
         self.model.eval()
         self.policy_version = -1
-        wseed = worker_seed(seed, worker_index)
-        self.generator = torch.Generator().manual_seed(wseed)
-        obs, _ = self.envs.reset(seed=[wseed + i for i in range(num_envs)])
-        self.envs.action_space.seed(wseed)
-        self.obs = obs
+        self.seed = worker_seed(seed, worker_index)
+        self.generator = torch.Generator().manual_seed(self.seed)
+        self.envs.action_space.seed(self.seed)
+        self._start_episodes(self.seed)
+
+    def _start_episodes(self, seed: int) -> None:
+        """Reset every slot (seeded) and clear memory and episode statistics."""
+        num_envs = self.envs.num_envs
+        self.obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
+        self._check_finite(self.obs, None, episode_steps=np.zeros(num_envs, dtype=np.int64))
         self.episode_start = np.ones(num_envs, dtype=bool)
         self.state: AgentState = self.model.initial_state(num_envs)
         self.running_return = np.zeros(num_envs, dtype=np.float64)
         self.running_length = np.zeros(num_envs, dtype=np.int64)
+
+    def _check_finite(
+        self, obs: Any, reward: np.ndarray | None, episode_steps: np.ndarray
+    ) -> None:
+        """Stop at NaN/inf env data, naming the env, this worker, the slot and the step."""
+        for what, values in (("reward", reward), ("observation", obs)):
+            if values is None:
+                continue
+            slot = first_nonfinite_slot(values)
+            if slot is not None:
+                raise EnvDataError(
+                    f"env {self.env_id!r} returned a non-finite {what} on rollout worker "
+                    f"{self.worker_index}, env slot {slot}, at step {int(episode_steps[slot])} "
+                    "of its episode; fix the env or wrap it to sanitise its output"
+                )
 
     # ------------------------------------------------------------ weights
     def set_weights(self, weights: dict[str, torch.Tensor], version: int) -> None:
@@ -111,6 +139,7 @@ class RolloutWorker:
             log_probs[t] = out.log_prob.numpy()
             values[t] = out.value.numpy()
             next_obs, reward, term, trunc, info = self.envs.step(self.model.env_action(out.action))
+            self._check_finite(next_obs, reward, self.running_length + 1)
             rewards[t], terminated[t], truncated[t] = reward, term, trunc
             self.running_return += reward
             self.running_length += 1
@@ -177,11 +206,22 @@ class RolloutWorker:
         truncation_values[t, rows] = out.value.numpy()
 
     # ------------------------------------------------------------ resume
-    def get_state(self) -> bytes:
-        """Everything that determines future fragments, pickled (envs included)."""
-        return pickle.dumps(
+    def get_state(self) -> dict[str, Any]:
+        """Everything that determines future fragments, pickled, plus whether envs were included.
+
+        Envs are pickled with cloudpickle, which also handles wrappers holding lambdas (e.g.
+        gymnasium's ``FlattenObservation``). An env that still cannot be pickled (open files,
+        locks, simulator handles) is left out: ``unpicklable_envs`` then says why, and
+        :meth:`set_state` starts fresh episodes instead of continuing the saved ones.
+        """
+        try:
+            envs: bytes | None = cloudpickle.dumps(list(self.envs.envs))
+            problem = None
+        except Exception as err:  # pickling raises TypeError, AttributeError, PicklingError ...
+            envs, problem = None, f"{type(err).__name__}: {err}"
+        blob = pickle.dumps(
             {
-                "envs": [env for env in self.envs.envs],
+                "envs": envs,
                 "obs": self.obs,
                 "episode_start": self.episode_start,
                 "state": self.state,
@@ -190,13 +230,19 @@ class RolloutWorker:
                 "running_length": self.running_length,
             }
         )
+        return {"state": blob, "unpicklable_envs": problem}
 
-    def set_state(self, blob: bytes) -> None:
-        data = pickle.loads(blob)
-        self.envs.envs = data["envs"]
+    def set_state(self, saved: dict[str, Any]) -> None:
+        """Restore :meth:`get_state`'s output (from a trusted checkpoint only: it unpickles)."""
+        data = pickle.loads(saved["state"])
+        self.generator.set_state(data["generator"])
+        if data["envs"] is None:
+            # The envs could not be saved: start new episodes, seeded apart from the first ones.
+            self._start_episodes(self.seed + 1_000_003)
+            return
+        self.envs.envs = pickle.loads(data["envs"])
         self.obs = data["obs"]
         self.episode_start = data["episode_start"]
         self.state = data["state"]
-        self.generator.set_state(data["generator"])
         self.running_return = data["running_return"]
         self.running_length = data["running_length"]

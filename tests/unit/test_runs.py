@@ -31,16 +31,22 @@ def test_save_points_latest_and_prunes(tmp_path: Path) -> None:
     assert not list((run / "checkpoints").glob(".*tmp")), "temp files must not be left behind"
 
 
-def test_failed_write_keeps_previous_checkpoint(tmp_path: Path) -> None:
+def test_failed_write_keeps_previous_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = new_run_dir(tmp_path, "demo")
     save_checkpoint(run, 1, {"value": 1})
+    real_save = torch.save
 
-    class Unpicklable:
-        def __reduce__(self):  # noqa: ANN204 - pickle protocol
-            raise RuntimeError("boom mid-write")
+    def save_then_fail(obj: object, path: str) -> None:
+        real_save(obj, path)
+        with open(path, "r+b") as handle:  # a disk that filled up half-way
+            handle.truncate(100)
+        raise OSError(28, "No space left on device")
 
-    with pytest.raises(RuntimeError, match="boom"):
-        save_checkpoint(run, 2, {"value": Unpicklable()})
+    monkeypatch.setattr(torch, "save", save_then_fail)
+    with pytest.raises(OSError, match="No space"):
+        save_checkpoint(run, 2, {"value": 2})
     assert load_checkpoint(run)["value"] == 1
     assert not (run / "checkpoints" / "ckpt_000000002.pt").exists()
     assert not list((run / "checkpoints").glob(".*tmp"))
@@ -60,6 +66,8 @@ def test_incompatible_or_foreign_checkpoints_are_clear_errors(tmp_path: Path) ->
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="not a readable"):
         load_checkpoint(junk)
+    with pytest.raises(TypeError, match="cannot go into a checkpoint"):
+        save_checkpoint(new_run_dir(tmp_path, "x"), 1, {"space": object()})
     with pytest.raises(CheckpointError, match="no checkpoint yet"):
         load_checkpoint(new_run_dir(tmp_path, "empty"))
     with pytest.raises(CheckpointError, match="not found"):
