@@ -27,6 +27,7 @@ import re
 import secrets
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,16 @@ def _refusal(path: Path, name: str) -> UnsafeCheckpointError:
     )
 
 
+def _reason(err: Exception) -> str:
+    """The informative line of a loading error (torch's own text runs to many lines)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if "WeightsUnpickler error:" in line:
+            rest = line.split("WeightsUnpickler error:", 1)[1].strip()
+            return (rest or (lines[i + 1] if i + 1 < len(lines) else "unreadable"))[:200]
+    return (lines[0] if lines else type(err).__name__)[:200]
+
+
 def read_checkpoint_file(path: str | Path, trust: bool = False) -> dict[str, Any]:
     """Load one checkpoint file safely and check that this version can read it.
 
@@ -141,14 +152,15 @@ def read_checkpoint_file(path: str | Path, trust: bool = False) -> dict[str, Any
     if path.stat().st_size == 0:
         raise CheckpointError(f"{path}: empty file (0 bytes), not a checkpoint")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=not trust)
+        with warnings.catch_warnings():  # torch warns about pickle protocols of foreign files
+            warnings.simplefilter("ignore")
+            payload = torch.load(path, map_location="cpu", weights_only=not trust)
     except Exception as err:  # torch raises many types for corrupt / foreign files
         unsafe = _UNSAFE_GLOBAL.search(str(err))
         if unsafe is not None and not trust:
             raise _refusal(path, unsafe.group(1)) from None
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise CheckpointError(
-            f"{path}: not a readable rlformer checkpoint (truncated or corrupt: {first[:200]})"
+            f"{path}: not a readable rlformer checkpoint (truncated or corrupt: {_reason(err)})"
         ) from None
     if not isinstance(payload, dict) or "format" not in payload:
         raise CheckpointError(f"{path}: not an rlformer checkpoint (no 'format' field)")

@@ -83,7 +83,7 @@ class DTLearner:
         total = sum(w for _, w in losses)
         loss = sum(l * w for l, w in losses) / total
         self.optimizer.zero_grad(set_to_none=True)
-        problem = nonfinite_loss(loss, {"loss/action": loss})
+        problem = nonfinite_loss(loss, {"loss/action": loss.detach()})
         grad_norm = torch.tensor(float("nan"))
         if problem is None:
             loss.backward()

@@ -23,7 +23,7 @@ def _describe(tensor: torch.Tensor) -> str:
 
 
 def nonfinite_loss(loss: torch.Tensor, parts: Mapping[str, torch.Tensor]) -> str | None:
-    """``None`` when ``loss`` is finite, else which term of it is not."""
+    """``None`` when ``loss`` is finite, else the first of its terms ``parts`` that is not."""
     if bool(torch.isfinite(loss).all()):
         return None
     for name, value in parts.items():

@@ -166,7 +166,7 @@ class PPOLearner:
                 out = self.model.evaluate(mb.obs, mb.actions, mb.state, mb.episode_start)
                 loss, metrics = ppo_loss(out, mb, self.cfg)
                 self.optimizer.zero_grad(set_to_none=True)
-                problem = nonfinite_loss(loss, {"loss": loss, **metrics})
+                problem = nonfinite_loss(loss, metrics)
                 if problem is None:
                     loss.backward()
                     grad_norm = nn.utils.clip_grad_norm_(
