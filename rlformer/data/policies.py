@@ -112,19 +112,26 @@ def sb3_policy_module(path: Path) -> str:
     return str(policy.get("__module__", "")) if isinstance(policy, dict) else ""
 
 
-def load_sb3_model(path: Path) -> Any:
+def load_sb3_model(path: Path, trust: bool = False) -> Any:
     """Load an SB3 / sb3-contrib model, choosing the class from the zip's policy module.
 
     An unknown module (a custom policy) falls back to trying every known algorithm in turn.
+    Unless ``trust``, the zip's pickled entries are decoded with an allow-list first
+    (:mod:`rlformer.data.sb3_safe`), so a crafted file cannot run code.
     """
     module = sb3_policy_module(path)
+    options: dict[str, Any] = {"device": "cpu"}
+    if not trust:
+        from rlformer.data.sb3_safe import safe_custom_objects
+
+        options["custom_objects"] = safe_custom_objects(path)
     for prefix, package, name in SB3_ALGORITHMS:
         if module.startswith(prefix):
-            return _algorithm(package, name).load(path, device="cpu")
+            return _algorithm(package, name).load(path, **options)
     failures = []
     for _, package, name in SB3_ALGORITHMS:
         try:
-            return _algorithm(package, name).load(path, device="cpu")
+            return _algorithm(package, name).load(path, **options)
         except Exception as err:  # each algorithm rejects foreign files its own way
             failures.append(f"{name}: {type(err).__name__}")
     raise DatasetError(
@@ -136,11 +143,11 @@ def load_sb3_model(path: Path) -> Any:
 class SB3Policy:
     """A stable-baselines3 / sb3-contrib model driven through its own ``predict``."""
 
-    def __init__(self, path: str, deterministic: bool = True) -> None:
+    def __init__(self, path: str, deterministic: bool = True, trust: bool = False) -> None:
         file = Path(path)
         if not file.is_file():
             raise DatasetError(f"{file}: stable-baselines3 model file not found")
-        self.model = load_sb3_model(file)
+        self.model = load_sb3_model(file, trust)
         self.state: Any = None  # LSTM states of RecurrentPPO, None otherwise
         self.deterministic = deterministic
 

@@ -41,7 +41,7 @@ def make_source(
     if policy == "random":
         return RandomPolicy(envs.single_action_space, num_envs, seed)
     if policy.startswith("sb3:"):
-        return SB3Policy(policy.removeprefix("sb3:"), deterministic)
+        return SB3Policy(policy.removeprefix("sb3:"), deterministic, trust)
     return RlformerPolicy(policy, num_envs, seed, deterministic, trust)
 
 
@@ -119,7 +119,7 @@ def collect_dataset(
         env_kwargs: Extra ``gymnasium.make`` arguments.
         progress: Show a progress bar (plain lines when stderr is not a terminal).
         deterministic: Greedy / mean actions of trained policies (False samples them).
-        trust: Load an rlformer checkpoint even if it needs unpickling (trusted files only).
+        trust: Load a checkpoint or SB3 zip even if it needs unpickling (trusted files only).
 
     Returns:
         The recorded dataset, as the D4RL reader will read it back.

@@ -42,12 +42,12 @@ class Agent:
 def load_eval_agent(spec: str | Path, trust: bool = False) -> Agent:
     """Load ``RUN_DIR``, a checkpoint file, or ``sb3:PATH.zip``.
 
-    rlformer checkpoints are read without unpickling unless ``trust`` (see
-    :mod:`rlformer.checkpoints`).
+    rlformer checkpoints are read without unpickling and SB3 zips through an allow-list,
+    unless ``trust`` (see :mod:`rlformer.checkpoints`, :mod:`rlformer.data.sb3_safe`).
     """
     text = str(spec)
     if text.startswith("sb3:"):
-        return _load_sb3(text)
+        return _load_sb3(text, trust)
     from rlformer.checkpoints import load_checkpoint
 
     payload = load_checkpoint(text, trust)
@@ -56,14 +56,14 @@ def load_eval_agent(spec: str | Path, trust: bool = False) -> Agent:
     return _load_ppo(text, payload)
 
 
-def _load_sb3(text: str) -> Agent:
+def _load_sb3(text: str, trust: bool) -> Agent:
     from rlformer.data.policies import SB3Policy
 
     path = text.removeprefix("sb3:")
-    probe = SB3Policy(path)  # raises a clear error for a missing or unreadable file
+    probe = SB3Policy(path, trust=trust)  # raises a clear error for a missing or unsafe file
 
     def make_source(slots: int, deterministic: bool, seed: int) -> ActionSource:
-        source = SB3Policy(path, deterministic=deterministic)
+        source = SB3Policy(path, deterministic=deterministic, trust=trust)
         source.model.set_random_seed(seed)
         return source
 

@@ -176,3 +176,44 @@ def test_payload_of_a_run_dir_is_tensors_and_data_only(tmp_path: Path) -> None:
     assert payload["format"] == 2 and payload["kind"] == "ppo"
     assert payload["spec"]["observation_space"]["type"] == "Box"
     assert isinstance(payload["collector"]["blobs"][0], bytes)
+
+
+def test_crafted_stable_baselines3_zip_is_refused_and_runs_nothing(tmp_path: Path) -> None:
+    import base64
+    import json
+    import zipfile
+
+    from stable_baselines3 import PPO
+
+    PPO("MlpPolicy", "CartPole-v1", n_steps=64, device="cpu").save(tmp_path / "good.zip")
+    marker = tmp_path / "PWNED"
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(tmp_path / "good.zip") as src, zipfile.ZipFile(evil, "w") as dst:
+        for item in src.infolist():
+            payload = src.read(item.filename)
+            if item.filename == "data":
+                data = json.loads(payload)
+                blob = base64.b64encode(pickle.dumps(Payload(marker))).decode()
+                data["lr_schedule"][":serialized:"] = blob
+                payload = json.dumps(data).encode()
+            dst.writestr(item, payload)
+    for command in (
+        ["eval", f"sb3:{evil}", "--env", "CartPole-v1", "--episodes", "1"],
+        ["collect", "--policy", f"sb3:{evil}", "--steps", "8", "--out", str(tmp_path / "d.h5")],
+    ):
+        result = rlformer_cli(*command, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert "entry 'lr_schedule' needs unpickling" in result.stderr
+        assert "refused global posix.system" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert not marker.exists(), "loading the SB3 zip executed its payload"
+    good = rlformer_cli(
+        "eval",
+        f"sb3:{tmp_path / 'good.zip'}",
+        "--env",
+        "CartPole-v1",
+        "--episodes",
+        "1",
+        cwd=tmp_path,
+    )
+    assert good.returncode == 0, good.stderr
