@@ -42,6 +42,7 @@ _NUMPY_GLOBALS = (
         "numpy.random._pickle.__bit_generator_ctor",
         "numpy.random._pickle.__randomstate_ctor",
         "collections.OrderedDict",
+        "collections.deque",
         "builtins.set",
         "builtins.frozenset",
     }
