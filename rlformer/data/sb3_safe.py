@@ -23,8 +23,9 @@ from typing import Any
 
 from rlformer.data.errors import DatasetError
 
-# Exact globals that rebuild numpy arrays, scalars and random generators (no side effects).
-_NUMPY_GLOBALS = (
+# Exact globals that rebuild numpy arrays, scalars, generators and plain containers (no side
+# effects beyond the object built).
+_EXACT_GLOBALS = (
     {
         f"{core}.{name}"
         for core in ("numpy.core.numeric", "numpy._core.numeric")
@@ -89,7 +90,7 @@ def _is_random_state_class(module: str, name: str) -> bool:
 class _AllowListUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         qualified = f"{module}.{name}"
-        if qualified in _NUMPY_GLOBALS:
+        if qualified in _EXACT_GLOBALS:
             return super().find_class(module, name)
         if module.startswith("numpy.random.") and (
             name.startswith("__pyx_unpickle_") or _is_random_state_class(module, name)
