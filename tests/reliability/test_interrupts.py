@@ -30,23 +30,31 @@ def _cli(*args: str) -> list[str]:
 def _start_and_signal(
     root: Path, signals: list[signal.Signals], *extra: str, min_rows: int = 3
 ) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(
-        _cli("train", *_args(root, *extra)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # wait until it has logged a few iterations
-        metrics = list(root.glob("*/metrics.jsonl"))
-        if metrics and len(metrics[0].read_text().splitlines()) >= min_rows:
-            break
-        time.sleep(0.01)
-    for sig in signals:
-        proc.send_signal(sig)
-        time.sleep(0.3)  # two pending signals of one kind would arrive as one
-    out, err = proc.communicate(timeout=300)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    """Start a run, wait for ``min_rows`` logged iterations, send ``signals`` one by one.
+
+    Further signals are sent once the run has acknowledged the first (two pending signals of
+    one kind would reach the process as one).
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    log = root.parent / f"{root.name}.stderr"
+    with open(log, "w") as err_file:
+        proc = subprocess.Popen(
+            _cli("train", *_args(root, *extra)), stdout=subprocess.PIPE, stderr=err_file, text=True
+        )
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # wait until it has logged a few iterations
+            metrics = list(root.glob("*/metrics.jsonl"))
+            if metrics and len(metrics[0].read_text().splitlines()) >= min_rows:
+                break
+            time.sleep(0.01)
+        first, *more = signals
+        proc.send_signal(first)
+        while " received: " not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for sig in more:
+            proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, log.read_text())
 
 
 def _rows(run_dir: Path) -> list[dict]:
@@ -88,8 +96,8 @@ def test_signal_checkpoints_then_resume_equals_straight_run(
 
 @pytest.mark.slow
 def test_second_signal_stops_at_once(tmp_path: Path) -> None:
-    # Iterations of 4096 env steps take seconds, so the second signal lands inside one.
-    long_iterations = ["rollout.fragment_length=1024", "ppo.total_steps=40960"]
+    # Iterations of 16384 env steps take seconds, so the second signal lands inside one.
+    long_iterations = ["rollout.fragment_length=4096", "ppo.total_steps=163840"]
     stopped = _start_and_signal(
         tmp_path, [signal.SIGINT, signal.SIGINT], *long_iterations, min_rows=1
     )
