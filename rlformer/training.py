@@ -24,8 +24,9 @@ from rlformer.core.device import resolve_device
 from rlformer.evaluation.runner import EpisodeResults, run_episodes
 from rlformer.learners.ppo import PPOLearner
 from rlformer.models.actor_critic import ActorCritic
+from rlformer.models.spaces import SpaceError
 from rlformer.rollout.collector import make_collector
-from rlformer.rollout.env_factory import make_env
+from rlformer.rollout.env_factory import EnvError, check_spaces, describe_env, env_from_config
 from rlformer.runs import (
     MetricsLogger,
     load_checkpoint,
@@ -45,10 +46,17 @@ class TrainResult:
 
 
 def build_model(cfg: TrainConfig) -> ActorCritic:
-    """An actor-critic for the configured env (spaces read from one throwaway env)."""
-    env = make_env(cfg.env.id, cfg.env.kwargs, cfg.env.max_episode_steps)
+    """An actor-critic for the configured env (spaces read from one throwaway env).
+
+    Spaces rlformer cannot encode stop here, before any run directory exists, as an
+    :class:`EnvError` naming the env, its wrappers and the fix.
+    """
+    env = env_from_config(cfg.env)
     try:
+        check_spaces(env.observation_space, env.action_space, cfg.env)
         return ActorCritic(env.observation_space, env.action_space, cfg.model)
+    except SpaceError as err:
+        raise EnvError(f"{describe_env(cfg.env)}: {err}") from None
     finally:
         env.close()
 

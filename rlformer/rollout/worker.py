@@ -18,7 +18,10 @@ import torch
 
 from rlformer.config import EnvConfig, ModelConfig
 from rlformer.models.actor_critic import ActorCritic, AgentState
-from rlformer.rollout.env_factory import make_vector_env
+from rlformer.models.encoders import to_torch
+from rlformer.models.normalization import Moments, moments
+from rlformer.models.spaces import flatten_obs, tree_map, tree_set, tree_stack
+from rlformer.rollout.env_factory import vector_env_from_config
 from rlformer.rollout.fragment import Fragment
 
 
@@ -42,7 +45,8 @@ class RolloutWorker:
         torch.set_num_threads(1)
         self.worker_index = worker_index
         self.fragment_length = fragment_length
-        self.envs = make_vector_env(env_cfg.id, num_envs, env_cfg.kwargs, env_cfg.max_episode_steps)
+        self.envs = vector_env_from_config(env_cfg, num_envs)
+        self.obs_space = self.envs.single_observation_space
         self.model = ActorCritic(
             self.envs.single_observation_space, self.envs.single_action_space, model_cfg
         )
@@ -52,11 +56,14 @@ class RolloutWorker:
         self.generator = torch.Generator().manual_seed(wseed)
         obs, _ = self.envs.reset(seed=[wseed + i for i in range(num_envs)])
         self.envs.action_space.seed(wseed)
-        self.obs = obs
+        self.obs = flatten_obs(self.obs_space, obs)
         self.episode_start = np.ones(num_envs, dtype=bool)
         self.state: AgentState = self.model.initial_state(num_envs)
         self.running_return = np.zeros(num_envs, dtype=np.float64)
         self.running_length = np.zeros(num_envs, dtype=np.int64)
+        # Discounted return per slot whose spread scales rewards (model.normalize_reward).
+        self.reward_return = np.zeros(num_envs, dtype=np.float64)
+        self.reward_gamma = model_cfg.normalize_gamma
 
     # ------------------------------------------------------------ weights
     def set_weights(self, weights: dict[str, torch.Tensor], version: int) -> None:
@@ -81,11 +88,13 @@ class RolloutWorker:
         """Step every slot ``fragment_length`` times and return the fragment."""
         started = time.perf_counter()
         length, num_envs = self.fragment_length, self.envs.num_envs
-        obs_buf = np.zeros((length, *self.obs.shape), dtype=self.obs.dtype)
-        act_shape = self.envs.single_action_space.shape
+        obs_buf = tree_map(lambda a: np.zeros((length, *a.shape), dtype=a.dtype), self.obs)
+        dist = self.model.dist
         actions = np.zeros(
-            (length, num_envs, *act_shape), dtype=np.float32 if act_shape else np.int64
+            (length, num_envs, *dist.action_shape),
+            dtype=np.float32 if dist.action_dtype.is_floating_point else np.int64,
         )
+        discounted = np.zeros((length, num_envs), dtype=np.float64)
         log_probs = np.zeros((length, num_envs), dtype=np.float32)
         values = np.zeros((length, num_envs), dtype=np.float32)
         rewards = np.zeros((length, num_envs), dtype=np.float32)
@@ -99,10 +108,10 @@ class RolloutWorker:
         successes: list[float] = []
 
         for t in range(length):
-            obs_buf[t] = self.obs
+            tree_set(obs_buf, t, self.obs)
             episode_start[t] = self.episode_start
             out = self.model.act(
-                torch.as_tensor(self.obs),
+                to_torch(self.obs),
                 self.state,
                 torch.as_tensor(self.episode_start),
                 generator=self.generator,
@@ -111,12 +120,17 @@ class RolloutWorker:
             log_probs[t] = out.log_prob.numpy()
             values[t] = out.value.numpy()
             next_obs, reward, term, trunc, info = self.envs.step(self.model.env_action(out.action))
-            rewards[t], terminated[t], truncated[t] = reward, term, trunc
+            terminated[t], truncated[t] = term, trunc
+            rewards[t] = self.model.scale_rewards(reward)
+            self.reward_return = self.reward_return * self.reward_gamma + reward
+            discounted[t] = self.reward_return
+            state_after = out.state.with_reward(rewards[t])
             self.running_return += reward
             self.running_length += 1
             done = term | trunc
             if done.any():
-                self._bootstrap_truncated(t, term, trunc, info, out.state, truncation_values)
+                self.reward_return[done] = 0.0
+                self._bootstrap_truncated(t, term, trunc, info, state_after, truncation_values)
                 for slot in np.flatnonzero(done):
                     returns.append(float(self.running_return[slot]))
                     lengths.append(int(self.running_length[slot]))
@@ -125,10 +139,11 @@ class RolloutWorker:
                         successes.append(float(final_info["is_success"][slot]))
                 self.running_return[done] = 0.0
                 self.running_length[done] = 0
-            self.obs, self.state, self.episode_start = next_obs, out.state, done
+            self.obs = flatten_obs(self.obs_space, next_obs)
+            self.state, self.episode_start = state_after, done
 
         last = self.model.act(
-            torch.as_tensor(self.obs),
+            to_torch(self.obs),
             self.state,
             torch.as_tensor(self.episode_start),
             deterministic=True,
@@ -151,7 +166,18 @@ class RolloutWorker:
             episode_lengths=lengths,
             episode_successes=successes,
             sample_seconds=time.perf_counter() - started,
+            statistics=self._statistics(obs_buf, discounted),
         )
+
+    def _statistics(self, obs_buf: Any, discounted: np.ndarray) -> dict[str, Moments]:
+        """Moments of what this fragment saw, for the running statistics (normalization.py)."""
+        stats: dict[str, Moments] = {}
+        for path, rms in self.model.encoder.normalized_leaves().items():
+            leaf = obs_buf[path] if isinstance(obs_buf, dict) else obs_buf
+            stats[f"obs/{path}"] = moments(leaf, tuple(rms.mean.shape))
+        if self.model.reward_norm is not None:
+            stats["reward"] = moments(discounted)
+        return stats
 
     def _bootstrap_truncated(
         self,
@@ -166,10 +192,10 @@ class RolloutWorker:
         rows = np.flatnonzero(trunc & ~term)
         if rows.size == 0:
             return
-        final_obs = np.stack([info["final_obs"][r] for r in rows])
+        final_obs = tree_stack([flatten_obs(self.obs_space, info["final_obs"][r]) for r in rows])
         index = torch.as_tensor(rows)
         out = self.model.act(
-            torch.as_tensor(final_obs),
+            to_torch(final_obs),
             state_after.index(index),
             torch.zeros(rows.size, dtype=torch.bool),
             deterministic=True,
@@ -188,6 +214,7 @@ class RolloutWorker:
                 "generator": self.generator.get_state(),
                 "running_return": self.running_return,
                 "running_length": self.running_length,
+                "reward_return": self.reward_return,
             }
         )
 
@@ -200,3 +227,4 @@ class RolloutWorker:
         self.generator.set_state(data["generator"])
         self.running_return = data["running_return"]
         self.running_length = data["running_length"]
+        self.reward_return = data["reward_return"]
