@@ -24,7 +24,7 @@ from rlformer.data.sampling import WindowSampler
 from rlformer.evaluation.dt_runner import DTPolicy, action_bounds, run_return_conditioned
 from rlformer.learners.dt import DTLearner
 from rlformer.models.decision_transformer import DecisionTransformer
-from rlformer.rollout.env_factory import make_env
+from rlformer.rollout.env_factory import env_from_config
 from rlformer.runs import MetricsLogger, load_checkpoint, new_run_dir, save_checkpoint
 
 
@@ -102,7 +102,7 @@ def train_dt(cfg: TrainConfig, resume_dir: str | Path | None = None) -> Any:
 
     torch.set_num_threads(cfg.run.torch_threads)
     device = resolve_device(cfg.run.device)
-    env = make_env(cfg.env.id, cfg.env.kwargs, cfg.env.max_episode_steps)
+    env = env_from_config(cfg.env)
     observation_space, action_space = env.observation_space, env.action_space
     env.close()
     low, high = action_bounds(action_space)
