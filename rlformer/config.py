@@ -58,6 +58,11 @@ class WrapperConfig(StrictModel):
     kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments of the wrapper (after the env)."
     )
+    unwrapped: bool = Field(
+        False,
+        description="Wrap the bare env (inside gymnasium.make's time limit), as popgym's "
+        "wrappers require; only for the first wrappers of the list.",
+    )
 
 
 class EnvConfig(StrictModel):
@@ -81,6 +86,16 @@ class EnvConfig(StrictModel):
     max_episode_steps: int | None = Field(
         None, ge=1, description="Override the env's time limit (null keeps the registered one)."
     )
+
+    @field_validator("wrappers")
+    @classmethod
+    def _unwrapped_first(cls, wrappers: list[WrapperConfig]) -> list[WrapperConfig]:
+        flags = [w.unwrapped for w in wrappers]
+        if any(later and not earlier for earlier, later in zip(flags, flags[1:], strict=False)):
+            raise ValueError(
+                "wrappers with unwrapped: true must come first (they wrap the bare env)"
+            )
+        return wrappers
 
 
 class RolloutConfig(StrictModel):

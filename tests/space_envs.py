@@ -85,3 +85,16 @@ class SpaceTestEnv(gym.Env):
 
 if "SpaceTest-v0" not in gym.registry:
     gym.register("SpaceTest-v0", entry_point=SpaceTestEnv)
+
+
+class AddMission(gym.ObservationWrapper):
+    """Adds a Text ``mission`` key: a wrapper whose output rlformer cannot encode (tests)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.observation_space = spaces.Dict(
+            {"obs": env.observation_space, "mission": spaces.Text(8)}
+        )
+
+    def observation(self, observation: Any) -> Any:
+        return {"obs": observation, "mission": "go"}

@@ -113,7 +113,19 @@ def make_env(
         env = gym.make(env_id, **extra)
     except TypeError as err:
         raise EnvError(f"env {env_id!r} rejected env.kwargs {kwargs}: {err}") from None
-    for index, wrapper in enumerate(wrappers):
+    bare = [w for w in wrappers if w.unwrapped]
+    if bare:
+        # Some wrappers (popgym's) insist on the env class itself: wrap env.unwrapped, then put
+        # gymnasium.make's time limit back around it.
+        limit = env.spec.max_episode_steps if env.spec is not None else None
+        env = _wrap(env.unwrapped, env_id, bare, 0)
+        if limit is not None:
+            env = gym.wrappers.TimeLimit(env, limit)
+    return _wrap(env, env_id, [w for w in wrappers if not w.unwrapped], len(bare))
+
+
+def _wrap(env: gym.Env, env_id: str, wrappers: Sequence[Any], first_index: int) -> gym.Env:
+    for index, wrapper in enumerate(wrappers, start=first_index):
         what = f"env.wrappers[{index}] ({wrapper.cls})"
         cls = resolve_object(wrapper.cls, what)
         try:
@@ -121,9 +133,12 @@ def make_env(
         except Exception as err:  # wrappers reject envs and kwargs with many exception types
             env.close()
             first = (str(err).strip().splitlines() or [""])[0]
+            hint = ""
+            if not wrapper.unwrapped and wrapper.cls.startswith("popgym."):
+                hint = "; popgym's wrappers need the bare env: add `unwrapped: true` to it"
             raise EnvError(
                 f"{what} could not wrap {env_id!r} with kwargs {dict(wrapper.kwargs)}: "
-                f"{type(err).__name__}: {first}"
+                f"{type(err).__name__}: {first}{hint}"
             ) from None
     return env
 
