@@ -13,6 +13,7 @@ import pickle
 import time
 from typing import Any
 
+import cloudpickle  # a gymnasium dependency; pickles wrappers that hold lambdas
 import numpy as np
 import torch
 
@@ -205,7 +206,7 @@ class RolloutWorker:
     # ------------------------------------------------------------ resume
     def get_state(self) -> bytes:
         """Everything that determines future fragments, pickled (envs included)."""
-        return pickle.dumps(
+        return cloudpickle.dumps(
             {
                 "envs": [env for env in self.envs.envs],
                 "obs": self.obs,
