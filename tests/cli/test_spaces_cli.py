@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).parents[2]
 
@@ -169,3 +170,62 @@ def test_env_problems_exit_2_with_one_line(tmp_path: Path, args: list[str], mess
 def test_readme_env_module_is_this_one() -> None:
     readme = (REPO / "README.md").read_text()
     assert USER_MODULE in readme and USER_CONFIG in readme
+
+
+@pytest.mark.slow
+def test_killed_run_with_normalisation_resumes_to_identical_result(tmp_path: Path) -> None:
+    """Composite spaces, prev action/reward and both normalisations survive a SIGKILL."""
+    import signal
+    import time
+
+    from tests.cli.test_train_cli import _final_params, _metrics_without_timing, _run_dirs
+
+    settings = [
+        "env.id=tests.space_envs:SpaceTest-v0",
+        "env.kwargs.obs=dict",
+        "env.kwargs.action=multidiscrete",
+        "rollout.envs_per_worker=4",
+        "rollout.fragment_length=16",
+        "model.cnn=impala",
+        "model.cnn_features=8",
+        "model.core.n_layers=1",
+        "model.core.d_model=16",
+        "model.core.n_heads=2",
+        "model.core.d_ff=32",
+        "model.core.memory_length=8",
+        "model.prev_action_reward=true",
+        "model.normalize_obs=true",
+        "model.normalize_reward=true",
+        "ppo.num_minibatches=2",
+        "ppo.update_epochs=2",
+        "ppo.total_steps=640",
+        "run.checkpoint_every=2",
+        "eval.episodes=0",
+    ]
+    sets = [item for arg in settings for item in ("--set", arg)]
+    straight_root, killed_root = tmp_path / "straight", tmp_path / "killed"
+    rlformer("train", "--set", f"run.root={straight_root}", *sets, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlformer.cli", "train", "--set", f"run.root={killed_root}", *sets],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if killed_root.exists() and list(killed_root.glob("*/checkpoints/latest")):
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    (killed_dir,) = _run_dirs(killed_root)
+    rlformer("train", "--resume", str(killed_dir), cwd=tmp_path)
+    (straight_dir,) = _run_dirs(straight_root)
+    a, b = _final_params(straight_dir), _final_params(killed_dir)
+    assert a.keys() == b.keys() and any(".norms." in key for key in a)
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert float(a["reward_norm.count"]) == 640
+    assert _metrics_without_timing(straight_dir) == _metrics_without_timing(killed_dir)
