@@ -78,7 +78,8 @@ class EnvConfig(StrictModel):
     )
     wrappers: list[WrapperConfig] = Field(
         default_factory=list,
-        description="Wrappers applied in order: [{class: module:Class, kwargs: {...}}, ...].",
+        description="Wrappers applied in order: [{class: module:Class, kwargs: {...}}, ...]; "
+        "unwrapped: true wraps the bare env (popgym's wrappers need it; first in the list only).",
     )
     kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments passed to gymnasium.make."

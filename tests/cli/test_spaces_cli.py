@@ -159,7 +159,8 @@ def test_user_env_with_wrapper_on_ray_then_eval_and_collect_from_checkpoint(
 )
 def test_env_problems_exit_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     sets = [item for arg in args for item in ("--set", arg)]
-    result = rlformer("train", "--set", f"run.root={tmp_path / 'runs'}", *sets, cwd=tmp_path, check=False)
+    root = f"run.root={tmp_path / 'runs'}"
+    result = rlformer("train", "--set", root, *sets, cwd=tmp_path, check=False)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
