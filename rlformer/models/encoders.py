@@ -19,6 +19,9 @@ tasks keep the exact model they had before composite spaces existed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import gymnasium as gym
 import numpy as np
 import torch
@@ -151,7 +154,8 @@ class ObservationEncoder(nn.Module):
                 images = x.reshape(-1, *leaf.shape).float() / 255.0
                 if kind == "hwc":
                     images = images.permute(0, 3, 1, 2)  # [N, H, W, C] -> [N, C, H, W]
-                parts.append(self.cnns[name](images).reshape(*lead, -1))
+                with _full_fp32_convolutions(images):
+                    parts.append(self.cnns[name](images).reshape(*lead, -1))
             elif kind == "discrete":
                 index = x.long() - int(leaf.start)
                 parts.append(nn.functional.one_hot(index, int(leaf.n)).float())
@@ -172,6 +176,24 @@ class ObservationEncoder(nn.Module):
         leaf = self.leaves[path]
         assert isinstance(leaf, gym.spaces.MultiDiscrete)
         return int(np.asarray(leaf.nvec).sum())
+
+
+@contextmanager
+def _full_fp32_convolutions(x: torch.Tensor) -> Iterator[None]:
+    """cuDNN convolutions in full fp32 on CUDA (its default allows TF32, ~1e-3 off).
+
+    CPU rollout workers compute fp32; a CUDA learner must compute the same log-probs, else
+    PPO's first-epoch ratio is not 1 (the same reason the core defaults to fp32 for PPO).
+    """
+    if not x.is_cuda:
+        yield
+        return
+    previous = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = previous
 
 
 def _make_cnn(cfg: ModelConfig, c: int, h: int, w: int, path: str) -> nn.Module:

@@ -124,3 +124,24 @@ def test_ratio_is_one_and_statistics_equal_on_ray() -> None:
         other = local_model.normalizers()[name]
         for buffer in ("count", "mean", "m2"):
             assert torch.equal(getattr(rms, buffer), getattr(other, buffer)), (name, buffer)
+
+
+@pytest.mark.gpu
+def test_cuda_learner_reproduces_cpu_rollout_with_image_encoders() -> None:
+    """CPU workers, CUDA learner: convolutions must run in full fp32 (no TF32) on the learner."""
+    torch.manual_seed(0)
+    cfg = _config("local", "multidiscrete")
+    model = build_model(cfg)
+    collector = LocalCollector(cfg)
+    try:
+        fragment = collector.collect(model.state_dict(), 0)
+    finally:
+        collector.close()
+    device = torch.device("cuda")
+    model = model.to(device)
+    batch = make_sequence_batch(fragment, cfg.ppo, device)
+    with torch.no_grad():
+        out = model.evaluate(
+            batch.obs, batch.actions, batch.state, batch.episode_start, batch.rewards
+        )
+    assert float((out.log_prob - batch.old_log_probs).exp().sub(1).abs().max()) < 1e-4
