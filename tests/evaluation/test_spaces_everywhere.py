@@ -67,3 +67,27 @@ def test_evaluation_and_recording_on_every_action_space(tmp_path: Path, action: 
         env.action_space.contains(np.asarray(a).astype(env.action_space.dtype))
         for a in episode.actions
     )
+
+
+def test_statistics_are_frozen_in_evaluation() -> None:
+    cfg = EnvConfig(id="SpaceTest-v0", kwargs={"obs": "dict", "action": "discrete"})
+    env = gym.make(cfg.id, **cfg.kwargs)
+    torch.manual_seed(0)
+    core = CoreConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, memory_length=8)
+    model_cfg = ModelConfig(
+        core=core,
+        cnn="impala",
+        cnn_features=8,
+        normalize_obs=True,
+        normalize_reward=True,
+        prev_action_reward=True,
+    )
+    model = ActorCritic(env.observation_space, env.action_space, model_cfg)
+    rng = np.random.default_rng(0)
+    model.merge_statistics(
+        {"obs/vector": (10.0, rng.normal(size=2), rng.random(2) * 10), "reward": (10.0, 0.5, 3.0)}
+    )
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    run_episodes(model, cfg, episodes=3, num_envs=2, deterministic=False)
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
