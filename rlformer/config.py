@@ -72,6 +72,12 @@ class EnvConfig(StrictModel):
         "CartPole-v1",
         description="Gymnasium env id (CartPole-v1, rlformer/TMaze-v0) or module:EnvId.",
     )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments passed to gymnasium.make."
+    )
+    max_episode_steps: int | None = Field(
+        None, ge=1, description="Override the env's time limit (null keeps the registered one)."
+    )
     imports: list[str] = Field(
         default_factory=list,
         description="Modules imported first to register envs, e.g. [popgym, minigrid, mypkg].",
@@ -80,12 +86,6 @@ class EnvConfig(StrictModel):
         default_factory=list,
         description="Wrappers applied in order: [{class: module:Class, kwargs: {...}}, ...]; "
         "unwrapped: true wraps the bare env (popgym's wrappers need it; first in the list only).",
-    )
-    kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="Keyword arguments passed to gymnasium.make."
-    )
-    max_episode_steps: int | None = Field(
-        None, ge=1, description="Override the env's time limit (null keeps the registered one)."
     )
 
     @field_validator("wrappers")

@@ -68,7 +68,8 @@ class AgentState:
         """This state with the reward that followed its action (no-op without the option)."""
         if self.prev_reward is None:
             return self
-        value = torch.as_tensor(reward, dtype=torch.float32, device=self.prev_reward.device)
+        copy = np.array(reward, dtype=np.float32)  # never a view into the caller's buffers
+        value = torch.as_tensor(copy, device=self.prev_reward.device)
         return replace(self, prev_reward=value)
 
     @staticmethod
