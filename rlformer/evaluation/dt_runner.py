@@ -58,9 +58,7 @@ def run_return_conditioned(
 ) -> EpisodeResults:
     """``episodes`` episodes in parallel (one env each), conditioned on ``target_return``."""
     model, k = policy.model.eval(), policy.context
-    envs = [
-        env_from_config(env_cfg) for _ in range(episodes)
-    ]
+    envs = [env_from_config(env_cfg) for _ in range(episodes)]
     limit = min(max_steps, envs[0].spec.max_episode_steps or max_steps)
     n = episodes
     state_dim, act_dim = model.state_dim, model.act_dim

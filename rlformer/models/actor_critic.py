@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
@@ -54,7 +55,8 @@ class AgentState:
     def parts(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
 
-    def _map(self, fn) -> AgentState:  # noqa: ANN001 - applied to every non-None part
+    def _map(self, fn: Callable[[Any], Any]) -> AgentState:
+        """Apply ``fn`` to every part that is present (memories and tensors)."""
         return AgentState(*(None if part is None else fn(part) for part in self.parts()))
 
     def index(self, rows: torch.Tensor | slice) -> AgentState:

@@ -80,10 +80,14 @@ class Categorical(ActionDistribution):
         self.param_dim, self.action_shape, self.action_dtype = self.n, (), torch.int64
         self.feature_dim = self.n
 
-    def log_prob_entropy(self, params, action):  # noqa: ANN001, ANN201
+    def log_prob_entropy(
+        self, params: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         return _categorical_log_prob_entropy(params, action)
 
-    def sample(self, params, deterministic, generator):  # noqa: ANN001, ANN201
+    def sample(
+        self, params: torch.Tensor, deterministic: bool, generator: torch.Generator | None
+    ) -> torch.Tensor:
         return _categorical_sample(params, deterministic, generator)
 
     def env_action(self, action: np.ndarray) -> np.ndarray:
@@ -102,13 +106,17 @@ class DiagGaussian(ActionDistribution):
         self.feature_dim = size
         self.log_std = nn.Parameter(torch.full((size,), log_std_init))
 
-    def log_prob_entropy(self, params, action):  # noqa: ANN001, ANN201
+    def log_prob_entropy(
+        self, params: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         z = (action - params) / self.log_std.exp()
         log_prob = (-0.5 * z.pow(2) - self.log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
         entropy = (0.5 + 0.5 * math.log(2 * math.pi) + self.log_std).sum().expand_as(log_prob)
         return log_prob, entropy
 
-    def sample(self, params, deterministic, generator):  # noqa: ANN001, ANN201
+    def sample(
+        self, params: torch.Tensor, deterministic: bool, generator: torch.Generator | None
+    ) -> torch.Tensor:
         if deterministic:
             return params
         noise = torch.randn(params.shape, generator=generator, device=params.device)
@@ -132,14 +140,18 @@ class MultiCategorical(ActionDistribution):
         self.param_dim = self.feature_dim = sum(self.nvec)
         self.action_shape, self.action_dtype = (len(self.nvec),), torch.int64
 
-    def log_prob_entropy(self, params, action):  # noqa: ANN001, ANN201
-        log_prob = entropy = 0
+    def log_prob_entropy(
+        self, params: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        log_prob = entropy = torch.zeros(params.shape[:-1], device=params.device)
         for k, logits in enumerate(params.split(self.nvec, dim=-1)):
             lp, ent = _categorical_log_prob_entropy(logits, action[..., k])
             log_prob, entropy = log_prob + lp, entropy + ent
         return log_prob, entropy
 
-    def sample(self, params, deterministic, generator):  # noqa: ANN001, ANN201
+    def sample(
+        self, params: torch.Tensor, deterministic: bool, generator: torch.Generator | None
+    ) -> torch.Tensor:
         parts = [
             _categorical_sample(logits, deterministic, generator)
             for logits in params.split(self.nvec, dim=-1)
@@ -167,7 +179,9 @@ class Bernoulli(ActionDistribution):
         self.param_dim, self.action_shape, self.action_dtype = size, (size,), torch.int64
         self.feature_dim = size
 
-    def log_prob_entropy(self, params, action):  # noqa: ANN001, ANN201
+    def log_prob_entropy(
+        self, params: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         # log p(a) = a * log sigmoid(l) + (1 - a) * log sigmoid(-l) = -BCE(l, a)
         log_prob = -nn.functional.binary_cross_entropy_with_logits(
             params, action.float(), reduction="none"
@@ -176,7 +190,9 @@ class Bernoulli(ActionDistribution):
         entropy = nn.functional.binary_cross_entropy_with_logits(params, p, reduction="none")
         return log_prob.sum(-1), entropy.sum(-1)
 
-    def sample(self, params, deterministic, generator):  # noqa: ANN001, ANN201
+    def sample(
+        self, params: torch.Tensor, deterministic: bool, generator: torch.Generator | None
+    ) -> torch.Tensor:
         if deterministic:
             return (params > 0).long()
         uniform = torch.rand(params.shape, generator=generator, device=params.device)

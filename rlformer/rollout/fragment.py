@@ -85,9 +85,7 @@ class Fragment:
             "truncation_values",
         ]
         return Fragment(
-            obs=tree_stack(
-                [f.obs for f in fragments], lambda parts: np.concatenate(parts, axis=1)
-            ),
+            obs=tree_stack([f.obs for f in fragments], lambda parts: np.concatenate(parts, axis=1)),
             **{name: cat(name, 1) for name in time_major},
             last_value=cat("last_value", 0),
             state=AgentState.cat([f.state for f in fragments]),

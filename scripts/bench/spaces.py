@@ -160,9 +160,7 @@ def main() -> None:
         if args.gtrxl:
             row["rlformer_gtrxl"] = run_rlformer(env_id, features, args.steps, "gtrxl")
         results[task] = row
-        extra = (
-            f"  rlformer GTrXL {row['rlformer_gtrxl']:7.1f}" if "rlformer_gtrxl" in row else ""
-        )
+        extra = f"  rlformer GTrXL {row['rlformer_gtrxl']:7.1f}" if "rlformer_gtrxl" in row else ""
         print(
             f"{task:6s} ({policy:16s}) env steps/s incl. updates: SB3 {row['sb3']:7.1f}  "
             f"rlformer {row['rlformer_mlp']:7.1f}  ratio {row['rlformer_mlp'] / row['sb3']:.2f}x"

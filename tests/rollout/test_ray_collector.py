@@ -253,9 +253,7 @@ def test_user_env_module_and_wrapper_on_a_cluster_via_runtime_env(
                 remote_fragment = collector.collect(model.state_dict(), version)
                 local_fragment = local.collect(model.state_dict(), version)
                 for key in ("cue", "clock"):
-                    np.testing.assert_array_equal(
-                        remote_fragment.obs[key], local_fragment.obs[key]
-                    )
+                    np.testing.assert_array_equal(remote_fragment.obs[key], local_fragment.obs[key])
                 for name in FIELDS[1:]:
                     np.testing.assert_array_equal(
                         getattr(remote_fragment, name), getattr(local_fragment, name), name
