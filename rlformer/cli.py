@@ -254,7 +254,12 @@ def _eval_env(agent, env_id: str | None):  # noqa: ANN001, ANN202 - Agent -> Env
     from rlformer.rollout.env_factory import EnvError
 
     if env_id is not None:
-        return EnvConfig(id=env_id)
+        # Another task for a trained agent keeps the agent's imports and wrappers: they made
+        # the observations it was trained on.
+        training = agent.training_env
+        if training is None:
+            return EnvConfig(id=env_id)
+        return EnvConfig(id=env_id, imports=training.imports, wrappers=training.wrappers)
     if agent.training_env is None:
         raise EnvError(f"{agent.name}: give --env ENV_ID or --suite FILE to evaluate it")
     return agent.training_env
@@ -287,7 +292,13 @@ def collect(
     policy: Annotated[
         str, typer.Option(help="random | RUN_DIR (an rlformer run or checkpoint) | sb3:PATH.zip")
     ] = "random",
-    env: Annotated[str, typer.Option(help="Gymnasium env id.")] = "CartPole-v1",
+    env: Annotated[
+        str | None,
+        typer.Option(
+            help="Gymnasium env id (default: an rlformer policy's training env with its "
+            "imports and wrappers, else CartPole-v1)."
+        ),
+    ] = None,
     steps: Annotated[int, typer.Option(min=1, help="Transitions to record.")] = 10_000,
     out: Annotated[Path, typer.Option(help="Output HDF5 file (D4RL layout).")] = Path(
         "dataset.hdf5"
@@ -314,9 +325,12 @@ def collect(
     from rlformer.data.recorder import collect_dataset
 
     try:
+        env_cfg = _policy_env(policy, trust_checkpoint)
+        env_id = env or (env_cfg.id if env_cfg is not None else "CartPole-v1")
+        kwargs = env_cfg.kwargs if env is None and env_cfg is not None else None
         dataset = collect_dataset(
             policy,
-            env,
+            env_id,
             steps,
             out,
             seed=seed,
@@ -324,12 +338,26 @@ def collect(
             noise=noise,
             random_fraction=random_fraction,
             deterministic=not stochastic,
+            env_kwargs=kwargs,
+            env_cfg=env_cfg,
             trust=trust_checkpoint,
         )
     except _user_errors() as err:
         fail(str(err))
     typer.echo(f"wrote {out}")
     typer.echo(format_summary(summarize_dataset(dataset)))
+
+
+def _policy_env(policy: str, trust: bool):  # noqa: ANN202 - EnvConfig | None
+    """The env config an rlformer PPO policy was trained with (imports, wrappers), else None."""
+    if policy == "random" or policy.startswith("sb3:"):
+        return None
+    from rlformer.checkpoints import checkpoint_config, load_checkpoint
+
+    payload = load_checkpoint(policy, trust)
+    if payload.get("kind", "ppo") != "ppo":
+        return None  # RlformerPolicy explains which checkpoints it records from
+    return checkpoint_config(payload, policy).env
 
 
 @dataset_app.command("info")

@@ -40,11 +40,37 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+_IMPORT_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
+
+
+class WrapperConfig(StrictModel):
+    """One wrapper applied to every env: ``{class: module:Class, kwargs: {...}}``."""
+
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, populate_by_name=True, serialize_by_alias=True
+    )
+
+    cls: str = Field(
+        alias="class",
+        pattern=_IMPORT_PATH,
+        description="Wrapper as module:Class, e.g. minigrid.wrappers:ImgObsWrapper.",
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of the wrapper (after the env)."
+    )
+    unwrapped: bool = Field(
+        False,
+        description="Wrap the bare env (inside gymnasium.make's time limit), as popgym's "
+        "wrappers require; only for the first wrappers of the list.",
+    )
+
+
 class EnvConfig(StrictModel):
     """Which Gymnasium task to run."""
 
     id: str = Field(
-        "CartPole-v1", description="Gymnasium env id, e.g. CartPole-v1, rlformer/TMaze-v0."
+        "CartPole-v1",
+        description="Gymnasium env id (CartPole-v1, rlformer/TMaze-v0) or module:EnvId.",
     )
     kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments passed to gymnasium.make."
@@ -52,6 +78,25 @@ class EnvConfig(StrictModel):
     max_episode_steps: int | None = Field(
         None, ge=1, description="Override the env's time limit (null keeps the registered one)."
     )
+    imports: list[str] = Field(
+        default_factory=list,
+        description="Modules imported first to register envs, e.g. [popgym, minigrid, mypkg].",
+    )
+    wrappers: list[WrapperConfig] = Field(
+        default_factory=list,
+        description="Wrappers applied in order: [{class: module:Class, kwargs: {...}}, ...]; "
+        "unwrapped: true wraps the bare env (popgym's wrappers need it; first in the list only).",
+    )
+
+    @field_validator("wrappers")
+    @classmethod
+    def _unwrapped_first(cls, wrappers: list[WrapperConfig]) -> list[WrapperConfig]:
+        flags = [w.unwrapped for w in wrappers]
+        if any(later and not earlier for earlier, later in zip(flags, flags[1:], strict=False)):
+            raise ValueError(
+                "wrappers with unwrapped: true must come first (they wrap the bare env)"
+            )
+        return wrappers
 
 
 class RolloutConfig(StrictModel):
@@ -88,6 +133,10 @@ class RolloutConfig(StrictModel):
         gt=0,
         description="Seconds to wait for one fragment before treating its worker as dead.",
     )
+    ray_runtime_env: dict[str, Any] | None = Field(
+        None,
+        description="Ray runtime_env for the workers, e.g. {py_modules: [./mypkg]} on a cluster.",
+    )
 
 
 class ModelConfig(StrictModel):
@@ -107,6 +156,28 @@ class ModelConfig(StrictModel):
         default_factory=lambda: [64, 64], description="Hidden sizes of the MLP torso."
     )
     log_std_init: float = Field(0.0, description="Initial log std of the Gaussian action head.")
+    cnn: Literal["nature", "impala"] = Field(
+        "nature",
+        description="Encoder of image leaves (uint8 HWC/CHW): Nature-DQN CNN or IMPALA ResNet.",
+    )
+    cnn_features: int = Field(
+        512, ge=1, description="Features out of each image encoder (SB3 and Nature-DQN: 512)."
+    )
+    prev_action_reward: bool = Field(
+        False, description="Feed the previous action and reward into each token (0 at resets)."
+    )
+    normalize_obs: bool = Field(
+        False, description="Running mean/std normalisation of vector observation leaves."
+    )
+    normalize_reward: bool = Field(
+        False, description="Scale rewards by the std of a running discounted return (VecNormalize)."
+    )
+    normalize_gamma: float = Field(
+        0.99, ge=0, le=1, description="Discount of the return whose std scales rewards."
+    )
+    normalize_clip: float = Field(
+        10.0, gt=0, description="Normalised observations and scaled rewards are clipped to +-this."
+    )
 
     @model_validator(mode="after")
     def _fp32_unless_asked(self) -> ModelConfig:

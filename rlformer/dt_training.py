@@ -37,7 +37,7 @@ from rlformer.interrupts import Interrupted, StopRequest
 from rlformer.learners.dt import DTLearner
 from rlformer.learners.finite import NonFiniteError
 from rlformer.models.decision_transformer import DecisionTransformer
-from rlformer.rollout.env_factory import make_env
+from rlformer.rollout.env_factory import env_from_config
 from rlformer.runs import MIN_FREE_BYTES, MetricsLogger, RunLock, check_run_root, new_run_dir
 
 
@@ -138,7 +138,7 @@ def train_dt(
 
     torch.set_num_threads(cfg.run.torch_threads)
     device = resolve_device(cfg.run.device)
-    env = make_env(cfg.env.id, cfg.env.kwargs, cfg.env.max_episode_steps)
+    env = env_from_config(cfg.env)
     observation_space, action_space = env.observation_space, env.action_space
     env.close()
     low, high = action_bounds(action_space)

@@ -39,8 +39,9 @@ from rlformer.interrupts import Interrupted, StopRequest
 from rlformer.learners.finite import NonFiniteError
 from rlformer.learners.ppo import PPOLearner
 from rlformer.models.actor_critic import ActorCritic
+from rlformer.models.spaces import SpaceError
 from rlformer.rollout.collector import make_collector
-from rlformer.rollout.env_factory import EnvError, make_env
+from rlformer.rollout.env_factory import EnvError, check_spaces, describe_env, env_from_config
 from rlformer.rollout.env_guard import EnvCrash, EnvDataError
 from rlformer.rollout.ray_collector import RolloutError
 from rlformer.runs import MIN_FREE_BYTES, MetricsLogger, RunLock, check_run_root, new_run_dir
@@ -60,10 +61,17 @@ class TrainResult:
 
 
 def build_model(cfg: TrainConfig) -> ActorCritic:
-    """An actor-critic for the configured env (spaces read from one throwaway env)."""
-    env = make_env(cfg.env.id, cfg.env.kwargs, cfg.env.max_episode_steps)
+    """An actor-critic for the configured env (spaces read from one throwaway env).
+
+    Spaces rlformer cannot encode stop here, before any run directory exists, as an
+    :class:`EnvError` naming the env, its wrappers and the fix.
+    """
+    env = env_from_config(cfg.env)
     try:
+        check_spaces(env.observation_space, env.action_space, cfg.env)
         return ActorCritic(env.observation_space, env.action_space, cfg.model)
+    except SpaceError as err:
+        raise EnvError(f"{describe_env(cfg.env)}: {err}") from None
     finally:
         env.close()
 
@@ -102,14 +110,10 @@ def check_config(cfg: TrainConfig) -> str:
     any time is spent; the config itself was validated when it was loaded.
     """
     if cfg.algo == "dt":
-        env = make_env(cfg.env.id, cfg.env.kwargs, cfg.env.max_episode_steps)
-        env.close()
+        env_from_config(cfg.env).close()
         check_run_root(cfg.run.root)
         return f"ok: dt on {cfg.env.id}, dataset {cfg.dt.dataset} (not read by --dry-run)"
-    try:
-        model = build_model(cfg)
-    except TypeError as err:
-        raise EnvError(f"{cfg.env.id}: {err}") from None
+    model = build_model(cfg)
     check_run_root(cfg.run.root, max(MIN_FREE_BYTES, checkpoint_bytes_estimate(model)))
     parameters = sum(p.numel() for p in model.parameters())
     return (

@@ -69,10 +69,13 @@ class RlformerPolicy:
         self.deterministic = deterministic
         self.generator = torch.Generator().manual_seed(seed)
 
-    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+    def act(self, obs: Any, episode_start: np.ndarray) -> np.ndarray:
         """One step of the agent; its memory is reset in slots where an episode starts."""
+        from rlformer.models.encoders import to_torch
+        from rlformer.models.spaces import flatten_obs
+
         out = self.model.act(
-            torch.as_tensor(obs),
+            to_torch(flatten_obs(self.model.observation_space, obs)),
             self.state,
             torch.as_tensor(episode_start),
             deterministic=self.deterministic,
@@ -80,6 +83,10 @@ class RlformerPolicy:
         )
         self.state = out.state
         return self.model.env_action(out.action)
+
+    def observe_reward(self, reward: np.ndarray) -> None:
+        """The reward for the last actions (the agent's previous-reward input, if it has one)."""
+        self.state = self.state.with_reward(self.model.scale_rewards(reward))
 
 
 # Policy module named in the zip's ``data`` json -> algorithm that can load it. Algorithms that

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
 import rlformer
+from rlformer.config import EnvConfig
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.policies import (
@@ -26,7 +28,7 @@ from rlformer.data.policies import (
     RlformerPolicy,
     SB3Policy,
 )
-from rlformer.rollout.env_factory import make_vector_env
+from rlformer.rollout.env_factory import vector_env_from_config
 
 
 def make_source(
@@ -104,6 +106,7 @@ def collect_dataset(
     progress: bool = True,
     deterministic: bool = True,
     trust: bool = False,
+    env_cfg: EnvConfig | None = None,
 ) -> Dataset:
     """Record ``steps`` transitions (over ``num_envs`` slots) and write them to ``out``.
 
@@ -120,11 +123,22 @@ def collect_dataset(
         progress: Show a progress bar (plain lines when stderr is not a terminal).
         deterministic: Greedy / mean actions of trained policies (False samples them).
         trust: Load a checkpoint or SB3 zip even if it needs unpickling (trusted files only).
+        env_cfg: Imports and wrappers to build the env with (``env_id`` and ``env_kwargs``
+            take precedence over its id and kwargs); an rlformer policy's training env config
+            when recording from a run.
+
+    Dict / Tuple observations are stored flattened with ``gymnasium.spaces.flatten`` (a D4RL
+    file holds one observation array).
 
     Returns:
         The recorded dataset, as the D4RL reader will read it back.
     """
-    envs = make_vector_env(env_id, num_envs, env_kwargs)
+    base = env_cfg or EnvConfig(id=env_id)
+    update: dict[str, Any] = {"id": env_id, "kwargs": dict(env_kwargs or {})}
+    if env_id != base.id:
+        update["max_episode_steps"] = None  # the training env's time limit is not this env's
+    cfg = base.model_copy(update=update)
+    envs = vector_env_from_config(cfg, num_envs)
     try:
         source: ActionSource = make_source(policy, envs, num_envs, seed, deterministic, trust)
         if noise > 0 or random_fraction > 0:
@@ -152,6 +166,15 @@ def _record(
     envs: Any, source: ActionSource, steps: int, seed: int, num_envs: int, progress: _Progress
 ) -> list[Episode]:
     obs, _ = envs.reset(seed=[seed + i for i in range(num_envs)])
+    space = envs.single_observation_space
+    observe_reward = getattr(source, "observe_reward", None)
+
+    def row(batched: Any, i: int) -> np.ndarray:
+        """Slot i's observation; Dict / Tuple ones flattened to one vector."""
+        if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+            return gym.spaces.flatten(space, _slot(batched, i))
+        return np.asarray(batched[i])
+
     starts = np.ones(num_envs, dtype=bool)
     tracks = [_Track() for _ in range(num_envs)]
     episodes: list[Episode] = []
@@ -160,14 +183,24 @@ def _record(
         while recorded < steps:
             actions = source.act(obs, starts)
             next_obs, rewards, term, trunc, info = envs.step(actions)
+            if observe_reward is not None:
+                observe_reward(rewards)
             done = term | trunc
             take = min(num_envs, steps - recorded)  # the last step may record only some slots
             for i in range(take):
                 track = tracks[i]
-                track.obs.append(obs[i])
+                track.obs.append(row(obs, i))
                 track.actions.append(np.asarray(actions[i]))
                 track.rewards.append(float(rewards[i]))
-                track.next_obs.append(np.asarray(info["final_obs"][i] if done[i] else next_obs[i]))
+                if done[i]:
+                    final = info["final_obs"][i]
+                    track.next_obs.append(
+                        gym.spaces.flatten(space, final)
+                        if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple))
+                        else np.asarray(final)
+                    )
+                else:
+                    track.next_obs.append(row(next_obs, i))
                 if done[i]:
                     episodes.append(track.episode(terminated=bool(term[i])))
                     tracks[i] = _Track()
@@ -177,3 +210,12 @@ def _record(
     finally:
         progress.close()
     return episodes + [t.episode(terminated=False) for t in tracks if t.rewards]
+
+
+def _slot(batched: Any, i: int) -> Any:
+    """Row ``i`` of a vector env's (nested dict / tuple) batched observation."""
+    if isinstance(batched, dict):
+        return {key: _slot(value, i) for key, value in batched.items()}
+    if isinstance(batched, tuple):
+        return tuple(_slot(value, i) for value in batched)
+    return batched[i]

@@ -17,7 +17,7 @@ import numpy as np
 
 from rlformer.config import EnvConfig
 from rlformer.evaluation.runner import ActionSource, PolicyActions
-from rlformer.rollout.env_factory import EnvError, make_env
+from rlformer.rollout.env_factory import EnvError, env_from_config
 
 AgentKind = Literal["ppo", "dt", "sb3"]
 
@@ -115,7 +115,7 @@ def _load_dt(text: str, payload: dict[str, Any]) -> Agent:
 
 def space_mismatch(agent: Agent, env_cfg: EnvConfig) -> str | None:
     """Why ``agent`` cannot act in ``env_cfg`` (a sentence), or None when the spaces match."""
-    env = make_env(env_cfg.id, env_cfg.kwargs, env_cfg.max_episode_steps)
+    env = env_from_config(env_cfg)
     try:
         problems = []
         if not _same_space(agent.observation_space, env.observation_space):
@@ -145,10 +145,22 @@ def _same_space(a: gym.Space, b: gym.Space) -> bool:
         return int(a.n) == int(b.n)
     if isinstance(a, gym.spaces.Box) and isinstance(b, gym.spaces.Box):
         return a.shape == b.shape
+    if isinstance(a, gym.spaces.MultiDiscrete) and isinstance(b, gym.spaces.MultiDiscrete):
+        return np.array_equal(a.nvec, b.nvec)
+    if isinstance(a, gym.spaces.Dict) and isinstance(b, gym.spaces.Dict):
+        return list(a.spaces) == list(b.spaces) and all(
+            _same_space(a[key], b[key]) for key in a.spaces
+        )
+    if isinstance(a, gym.spaces.Tuple) and isinstance(b, gym.spaces.Tuple):
+        return len(a.spaces) == len(b.spaces) and all(
+            _same_space(x, y) for x, y in zip(a.spaces, b.spaces, strict=True)
+        )
     return type(a) is type(b) and a.shape == b.shape
 
 
 def _describe(space: gym.Space) -> str:
     if isinstance(space, gym.spaces.Discrete):
         return f"Discrete({int(space.n)})"
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple, gym.spaces.MultiDiscrete)):
+        return str(space)
     return f"{type(space).__name__}{tuple(np.shape(space.sample()))}"

@@ -18,7 +18,7 @@ import torch
 from rlformer.config import EnvConfig
 from rlformer.evaluation.runner import EpisodeResults
 from rlformer.models.decision_transformer import DecisionTransformer
-from rlformer.rollout.env_factory import make_env
+from rlformer.rollout.env_factory import env_from_config
 
 
 @dataclass
@@ -58,9 +58,7 @@ def run_return_conditioned(
 ) -> EpisodeResults:
     """``episodes`` episodes in parallel (one env each), conditioned on ``target_return``."""
     model, k = policy.model.eval(), policy.context
-    envs = [
-        make_env(env_cfg.id, env_cfg.kwargs, env_cfg.max_episode_steps) for _ in range(episodes)
-    ]
+    envs = [env_from_config(env_cfg) for _ in range(episodes)]
     limit = min(max_steps, envs[0].spec.max_episode_steps or max_steps)
     n = episodes
     state_dim, act_dim = model.state_dim, model.act_dim

@@ -158,7 +158,7 @@ def evaluate_suite(
     for agent in agents:
         fitted = 0
         for task in suite.tasks:
-            env_cfg = task.env_config()
+            env_cfg = task.env_config(agent.training_env)
             reason = space_mismatch(agent, env_cfg)
             if reason is not None:
                 skipped.append(f"{agent.name} on {task.name}: {reason}")

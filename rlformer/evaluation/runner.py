@@ -8,14 +8,16 @@ episodes (a slot only starts an episode when one is still needed).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from rlformer.config import EnvConfig
 from rlformer.models.actor_critic import ActorCritic
-from rlformer.rollout.env_factory import make_vector_env
+from rlformer.models.encoders import to_torch
+from rlformer.models.spaces import flatten_obs
+from rlformer.rollout.env_factory import vector_env_from_config
 
 
 @dataclass
@@ -71,9 +73,11 @@ class PolicyActions:
         self.generator = torch.Generator().manual_seed(seed) if str(device) == "cpu" else None
 
     @torch.no_grad()
-    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+    def act(self, obs: Any, episode_start: np.ndarray) -> np.ndarray:
+        """Actions for a vector env's batched observations (Dict / Tuple ones too)."""
+        tree = flatten_obs(self.model.observation_space, obs)
         out = self.model.act(
-            torch.as_tensor(obs, device=self.device),
+            to_torch(tree, self.device),
             self.state,
             torch.as_tensor(episode_start, device=self.device),
             deterministic=self.deterministic,
@@ -81,6 +85,10 @@ class PolicyActions:
         )
         self.state = out.state
         return self.model.env_action(out.action)
+
+    def observe_reward(self, reward: np.ndarray) -> None:
+        """The env's reward for the last actions (the previous-reward input, when enabled)."""
+        self.state = self.state.with_reward(self.model.scale_rewards(reward))
 
 
 class ActionSource(Protocol):
@@ -109,7 +117,8 @@ def run_source_episodes(
 ) -> EpisodeResults:
     """Play ``episodes`` full episodes with any action source (rlformer or stable-baselines3)."""
     num_envs = max(1, min(num_envs, episodes))
-    envs = make_vector_env(env_cfg.id, num_envs, env_cfg.kwargs, env_cfg.max_episode_steps)
+    envs = vector_env_from_config(env_cfg, num_envs)
+    observe_reward = getattr(source, "observe_reward", None)
     obs, _ = envs.reset(seed=[seed + i for i in range(num_envs)])
     episode_start = np.ones(num_envs, dtype=bool)
     running = np.zeros(num_envs)
@@ -119,6 +128,8 @@ def run_source_episodes(
     results = EpisodeResults()
     while active.any():
         obs, reward, term, trunc, info = envs.step(source.act(obs, episode_start))
+        if observe_reward is not None:
+            observe_reward(reward)
         running += reward
         lengths += 1
         done = term | trunc

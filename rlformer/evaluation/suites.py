@@ -22,6 +22,7 @@ from rlformer.config import (
     ConfigError,
     EnvConfig,
     StrictModel,
+    WrapperConfig,
     format_validation_error,
     read_yaml,
 )
@@ -33,6 +34,13 @@ class SuiteTask(StrictModel):
     env: str = Field(description="Gymnasium env id.")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Passed to gymnasium.make.")
     max_episode_steps: int | None = Field(None, ge=1, description="Override the time limit.")
+    imports: list[str] = Field(
+        default_factory=list, description="Modules imported first (they register env ids)."
+    )
+    wrappers: list[WrapperConfig] = Field(
+        default_factory=list,
+        description="Wrappers in order, as env.wrappers (default: none, or see env_config).",
+    )
     label: str | None = Field(None, description="Name in reports (default: the env id).")
     target_returns: list[float] | None = Field(
         None, description="Return-conditioned agents: targets for this task (default: the agent's)."
@@ -42,8 +50,19 @@ class SuiteTask(StrictModel):
     def name(self) -> str:
         return self.label or self.env
 
-    def env_config(self) -> EnvConfig:
-        return EnvConfig(id=self.env, kwargs=self.kwargs, max_episode_steps=self.max_episode_steps)
+    def env_config(self, trained_on: EnvConfig | None = None) -> EnvConfig:
+        """The task's env; without imports / wrappers of its own it takes those of the env
+        the agent was trained on (``trained_on``), which made the observations it knows."""
+        imports, wrappers = self.imports, self.wrappers
+        if trained_on is not None and not imports and not wrappers:
+            imports, wrappers = trained_on.imports, trained_on.wrappers
+        return EnvConfig(
+            id=self.env,
+            kwargs=self.kwargs,
+            max_episode_steps=self.max_episode_steps,
+            imports=imports,
+            wrappers=wrappers,
+        )
 
 
 class Suite(StrictModel):

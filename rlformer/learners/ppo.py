@@ -27,24 +27,30 @@ from rlformer.learners.finite import (
 )
 from rlformer.learners.returns import compute_gae
 from rlformer.models.actor_critic import ActorCritic, AgentState, EvaluateOutput
+from rlformer.models.spaces import Tree, tree_map
 from rlformer.rollout.fragment import Fragment
 
 
 class SequenceBatch(NamedTuple):
-    """A fragment turned env-major ``[E, F, ...]`` on the learner device, with GAE targets."""
+    """A fragment turned env-major ``[E, F, ...]`` on the learner device, with GAE targets.
 
-    obs: torch.Tensor
+    ``obs`` is a tensor or a leaf dict of tensors (Dict / Tuple spaces); ``rewards`` are the
+    stored rewards, which the model needs as previous-reward inputs.
+    """
+
+    obs: Tree
     actions: torch.Tensor
     old_log_probs: torch.Tensor
     old_values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
     episode_start: torch.Tensor
+    rewards: torch.Tensor
     state: AgentState
 
     def rows(self, index: torch.Tensor) -> SequenceBatch:
         """The sequences of a subset of env slots."""
-        tensors = [t[index] for t in self[:-1]]
+        tensors = [tree_map(lambda t: t[index], t) for t in self[:-1]]
         return SequenceBatch(*tensors, state=self.state.index(index))
 
 
@@ -65,13 +71,14 @@ def make_sequence_batch(fragment: Fragment, cfg: PPOConfig, device: torch.device
         return torch.as_tensor(np.swapaxes(array, 0, 1).copy(), device=device)
 
     return SequenceBatch(
-        obs=env_major(fragment.obs),
+        obs=tree_map(env_major, fragment.obs),  # images stay uint8 until the encoder
         actions=env_major(fragment.actions),
         old_log_probs=env_major(fragment.log_probs),
         old_values=env_major(fragment.values),
         advantages=env_major(advantages),
         returns=env_major(returns),
         episode_start=env_major(fragment.episode_start),
+        rewards=env_major(fragment.rewards),
         state=fragment.state.to(device),
     )
 
@@ -152,7 +159,7 @@ class PPOLearner:
         """Several epochs of minibatch PPO over the fragment's env-slot sequences."""
         lr = self._set_learning_rate()
         batch = make_sequence_batch(fragment, self.cfg, self.device)
-        num_rows = batch.obs.shape[0]
+        num_rows = batch.rewards.shape[0]
         self.model.train()
         sums: dict[str, float] = {}
         count = 0
@@ -163,7 +170,9 @@ class PPOLearner:
             stop = False
             for minibatch, rows in enumerate(torch.tensor_split(order, self.cfg.num_minibatches)):
                 mb = batch.rows(rows.to(self.device))
-                out = self.model.evaluate(mb.obs, mb.actions, mb.state, mb.episode_start)
+                out = self.model.evaluate(
+                    mb.obs, mb.actions, mb.state, mb.episode_start, mb.rewards
+                )
                 loss, metrics = ppo_loss(out, mb, self.cfg)
                 self.optimizer.zero_grad(set_to_none=True)
                 problem = nonfinite_loss(loss, metrics)
@@ -202,6 +211,9 @@ class PPOLearner:
         bad_parameter = nonfinite_parameter(self.model)
         if bad_parameter is not None:
             raise NonFiniteError(f"{bad_parameter} after PPO update {self.iteration}")
+        # The workers normalised with the statistics of this version; what they saw joins the
+        # statistics only now, after the update (so the ratio above stays exactly 1).
+        self.model.merge_statistics(fragment.statistics)
         result = {key: value / max(count, 1) for key, value in sums.items()}
         result["nonfinite/skipped_minibatches"] = float(skipped)
         result.pop("ppo/max_ratio_error", None)

@@ -1,4 +1,4 @@
-"""Actor-critic for PPO: observation encoding, torso(s) with memory, categorical or Gaussian head.
+"""Actor-critic for PPO: observation encoders, torso(s) with memory, one action distribution.
 
 Two entry points, following the act-one-step / evaluate-sequences split:
 
@@ -20,8 +20,8 @@ Example:
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -31,39 +31,68 @@ from torch import nn
 
 from rlformer.config import ModelConfig
 from rlformer.core import Memory
+from rlformer.models.distributions import make_distribution
+from rlformer.models.encoders import ObservationEncoder
+from rlformer.models.normalization import Moments, RunningMeanStd
+from rlformer.models.spaces import Tree, check_observation_space
 from rlformer.models.torso import GTrXLTorso, MLPTorso
 
 
 @dataclass
 class AgentState:
-    """Recurrent state of an actor-critic: one memory per torso (None for memoryless torsos)."""
+    """Recurrent state of an actor-critic: one memory per torso (None for memoryless torsos).
+
+    With ``model.prev_action_reward`` it also holds each slot's previous action and reward
+    (the rollout sets the reward after the env step with :meth:`with_reward`); a row whose
+    episode starts ignores them.
+    """
 
     actor: Memory | None
     critic: Memory | None = None
+    prev_action: torch.Tensor | None = None  # [B, *action_shape]
+    prev_reward: torch.Tensor | None = None  # [B] float32
+
+    def parts(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def _map(self, fn: Callable[[Any], Any]) -> AgentState:
+        """Apply ``fn`` to every part that is present (memories and tensors)."""
+        return AgentState(*(None if part is None else fn(part) for part in self.parts()))
 
     def index(self, rows: torch.Tensor | slice) -> AgentState:
         """The state of a subset of batch rows."""
-        return AgentState(
-            *(None if m is None else m.index(rows) for m in (self.actor, self.critic))
-        )
+        return self._map(lambda part: part.index(rows) if isinstance(part, Memory) else part[rows])
 
     def to(self, device: torch.device | str) -> AgentState:
-        return AgentState(*(None if m is None else m.to(device) for m in (self.actor, self.critic)))
+        return self._map(lambda part: part.to(device))
+
+    def with_reward(self, reward: torch.Tensor | np.ndarray) -> AgentState:
+        """This state with the reward that followed its action (no-op without the option)."""
+        if self.prev_reward is None:
+            return self
+        copy = np.array(reward, dtype=np.float32)  # never a view into the caller's buffers
+        value = torch.as_tensor(copy, device=self.prev_reward.device)
+        return replace(self, prev_reward=value)
 
     @staticmethod
     def cat(states: list[AgentState]) -> AgentState:
         """Concatenate along the batch dimension (used to merge workers' fragments)."""
-
-        def merge(parts: list[Memory | None]) -> Memory | None:
-            return None if parts[0] is None else Memory.cat(parts)  # type: ignore[arg-type]
-
-        return AgentState(merge([s.actor for s in states]), merge([s.critic for s in states]))
+        parts = [s.parts() for s in states]
+        merged = []
+        for column in zip(*parts, strict=True):
+            if column[0] is None:
+                merged.append(None)
+            elif isinstance(column[0], Memory):
+                merged.append(Memory.cat(list(column)))
+            else:
+                merged.append(torch.cat(list(column)))
+        return AgentState(*merged)
 
 
 class ActOutput(NamedTuple):
     """What one rollout step needs to store."""
 
-    action: torch.Tensor  # [B] (discrete) or [B, A] (continuous, unclipped sample)
+    action: torch.Tensor  # [B, *action_shape] (Box: the unclipped sample; see distributions.py)
     log_prob: torch.Tensor  # [B]
     value: torch.Tensor  # [B]
     state: AgentState
@@ -77,23 +106,6 @@ class EvaluateOutput(NamedTuple):
     value: torch.Tensor  # [B, T]
 
 
-def observation_dim(space: gym.Space) -> int:
-    """Size of the flat float vector an observation is encoded to."""
-    if isinstance(space, gym.spaces.Discrete):
-        return int(space.n)
-    if isinstance(space, gym.spaces.Box):
-        return int(np.prod(space.shape))
-    raise TypeError(f"observation space {space} is not supported (use Box or Discrete)")
-
-
-def encode_observation(space: gym.Space, obs: torch.Tensor) -> torch.Tensor:
-    """Flatten Box observations to float; one-hot Discrete ones. Leading dims are kept."""
-    if isinstance(space, gym.spaces.Discrete):
-        return nn.functional.one_hot((obs.long() - int(space.start)), int(space.n)).float()
-    lead = obs.shape[: obs.dim() - len(space.shape)]
-    return obs.reshape(*lead, -1).float()
-
-
 def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
     # Orthogonal init with small output gains is the PPO implementation detail that keeps the
     # initial policy near-uniform (Andrychowicz et al. 2021, "What matters in on-policy RL").
@@ -103,13 +115,26 @@ def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
 
 
 class ActorCritic(nn.Module):
-    """Policy and value function over a (possibly shared) torso."""
+    """Policy and value function over a (possibly shared) torso.
+
+    Token of one step = [encoded observation (every leaf, see encoders.py) ; previous action
+    features ; previous reward] (the last two only with ``prev_action_reward``, zero at
+    episode starts). Actions follow the distribution of the action space (distributions.py).
+    """
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, cfg: ModelConfig):
         super().__init__()
+        check_observation_space(observation_space)
         self.observation_space = observation_space
         self.action_space = action_space
-        in_dim = observation_dim(observation_space)
+        self.encoder = ObservationEncoder(observation_space, cfg)
+        self.dist = make_distribution(action_space, cfg.log_std_init)
+        self.prev_action_reward = cfg.prev_action_reward
+        in_dim = self.encoder.out_dim
+        if cfg.prev_action_reward:
+            in_dim += self.dist.feature_dim + 1
+        self.reward_norm = RunningMeanStd(()) if cfg.normalize_reward else None
+        self.reward_clip = cfg.normalize_clip
 
         def make_torso() -> GTrXLTorso | MLPTorso:
             if cfg.torso == "gtrxl":
@@ -119,18 +144,12 @@ class ActorCritic(nn.Module):
         self.actor_torso = make_torso()
         self.critic_torso = None if cfg.shared_torso else make_torso()
         width = self.actor_torso.out_dim
-
-        if isinstance(action_space, gym.spaces.Discrete):
-            self.continuous = False
-            self.policy_head = _orthogonal(nn.Linear(width, int(action_space.n)), 0.01)
-        elif isinstance(action_space, gym.spaces.Box):
-            self.continuous = True
-            act_dim = int(np.prod(action_space.shape))
-            self.policy_head = _orthogonal(nn.Linear(width, act_dim), 0.01)
-            self.log_std = nn.Parameter(torch.full((act_dim,), cfg.log_std_init))
-        else:
-            raise TypeError(f"action space {action_space} is not supported (use Discrete or Box)")
+        self.policy_head = _orthogonal(nn.Linear(width, self.dist.param_dim), 0.01)
         self.value_head = _orthogonal(nn.Linear(width, 1), 1.0)
+
+    @property
+    def continuous(self) -> bool:
+        return isinstance(self.action_space, gym.spaces.Box)
 
     # ----------------------------------------------------------------- state
     def initial_state(self, batch_size: int, device: torch.device | str = "cpu") -> AgentState:
@@ -139,89 +158,115 @@ class ActorCritic(nn.Module):
             if self.critic_torso is None
             else self.critic_torso.initial_state(batch_size, device)
         )
-        return AgentState(self.actor_torso.initial_state(batch_size, device), critic)
+        state = AgentState(self.actor_torso.initial_state(batch_size, device), critic)
+        if self.prev_action_reward:
+            state.prev_action = torch.zeros(
+                batch_size, *self.dist.action_shape, dtype=self.dist.action_dtype, device=device
+            )
+            state.prev_reward = torch.zeros(batch_size, device=device)
+        return state
 
-    # ----------------------------------------------------------------- heads
-    def _distribution_params(self, latent: torch.Tensor) -> torch.Tensor:
-        return self.policy_head(latent)
-
-    def _log_prob_entropy(
-        self, params: torch.Tensor, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.continuous:
-            std = self.log_std.exp()
-            z = (action - params) / std
-            log_prob = (-0.5 * z.pow(2) - self.log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-            entropy = (0.5 + 0.5 * math.log(2 * math.pi) + self.log_std).sum().expand_as(log_prob)
-            return log_prob, entropy
-        log_p = torch.log_softmax(params, dim=-1)
-        log_prob = log_p.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-        entropy = -(log_p.exp() * log_p).sum(-1)
-        return log_prob, entropy
-
-    def _sample(
-        self, params: torch.Tensor, deterministic: bool, generator: torch.Generator | None
+    # ----------------------------------------------------------------- tokens
+    def _features(
+        self,
+        obs: Tree,
+        prev_action: torch.Tensor | None,
+        prev_reward: torch.Tensor | None,
+        episode_start: torch.Tensor,
     ) -> torch.Tensor:
-        if self.continuous:
-            if deterministic:
-                return params
-            noise = torch.randn(params.shape, generator=generator, device=params.device)
-            return params + noise * self.log_std.exp()
-        if deterministic:
-            return params.argmax(-1)
-        probs = torch.softmax(params, dim=-1)
-        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        """Token features ``[*lead, in_dim]``; previous action/reward zeroed at episode starts."""
+        x = self.encoder(obs)
+        if not self.prev_action_reward:
+            return x
+        assert prev_action is not None and prev_reward is not None
+        keep = (~episode_start.bool()).unsqueeze(-1).to(x.dtype)
+        action = self.dist.features(prev_action.to(x.device)) * keep
+        reward = prev_reward.to(x.device, x.dtype).unsqueeze(-1) * keep
+        return torch.cat([x, action, reward], dim=-1)
 
     # ----------------------------------------------------------------- API
     @torch.no_grad()
     def act(
         self,
-        obs: torch.Tensor,
+        obs: Tree,
         state: AgentState,
         episode_start: torch.Tensor,
         deterministic: bool = False,
         generator: torch.Generator | None = None,
     ) -> ActOutput:
-        """One step for a batch of env slots; ``episode_start[b]`` marks a fresh episode."""
-        x = encode_observation(self.observation_space, obs)
+        """One step for a batch of env slots; ``episode_start[b]`` marks a fresh episode.
+
+        ``obs`` is a tensor (flat spaces) or a leaf dict of tensors (see spaces.py), batch first.
+        """
+        x = self._features(obs, state.prev_action, state.prev_reward, episode_start)
         latent, actor_mem = self.actor_torso.step(x, state.actor, episode_start)
         if self.critic_torso is None:
             value_latent, critic_mem = latent, None
         else:
             value_latent, critic_mem = self.critic_torso.step(x, state.critic, episode_start)
-        params = self._distribution_params(latent)
-        action = self._sample(params, deterministic, generator)
-        log_prob, _ = self._log_prob_entropy(params, action)
+        params = self.policy_head(latent)
+        action = self.dist.sample(params, deterministic, generator)
+        log_prob, _ = self.dist.log_prob_entropy(params, action)
         value = self.value_head(value_latent).squeeze(-1)
-        return ActOutput(action, log_prob, value, AgentState(actor_mem, critic_mem))
+        new_state = AgentState(actor_mem, critic_mem)
+        if self.prev_action_reward:
+            new_state.prev_action = action.to(self.dist.action_dtype)
+            new_state.prev_reward = torch.zeros(action.shape[0], device=action.device)
+        return ActOutput(action, log_prob, value, new_state)
 
     def evaluate(
         self,
-        obs: torch.Tensor,
+        obs: Tree,
         actions: torch.Tensor,
         state: AgentState,
         episode_start: torch.Tensor,
+        rewards: torch.Tensor | None = None,
     ) -> EvaluateOutput:
-        """Log-probs, entropies and values of ``actions`` along sequences ``obs [B, T, ...]``."""
-        x = encode_observation(self.observation_space, obs)
+        """Log-probs, entropies and values of ``actions`` along sequences ``obs [B, T, ...]``.
+
+        ``rewards [B, T]`` (as stored by the rollout) are needed with ``prev_action_reward``:
+        step t's token holds action t-1 and reward t-1 (from ``state`` for t = 0).
+        """
+        prev_action = prev_reward = None
+        if self.prev_action_reward:
+            if rewards is None or state.prev_action is None or state.prev_reward is None:
+                raise ValueError("prev_action_reward needs the rewards and the start state's")
+            prev_action = torch.cat([state.prev_action.unsqueeze(1), actions[:, :-1]], dim=1)
+            prev_reward = torch.cat([state.prev_reward.unsqueeze(1), rewards[:, :-1]], dim=1)
+        x = self._features(obs, prev_action, prev_reward, episode_start)
         latent, _ = self.actor_torso.sequence(x, state.actor, episode_start)
         if self.critic_torso is None:
             value_latent = latent
         else:
             value_latent, _ = self.critic_torso.sequence(x, state.critic, episode_start)
-        log_prob, entropy = self._log_prob_entropy(self._distribution_params(latent), actions)
+        log_prob, entropy = self.dist.log_prob_entropy(self.policy_head(latent), actions)
         return EvaluateOutput(log_prob, entropy, self.value_head(value_latent).squeeze(-1))
 
     def env_action(self, action: torch.Tensor) -> np.ndarray:
-        """Convert a sampled action to what ``env.step`` takes (continuous actions are clipped)."""
-        array = action.detach().cpu().numpy()
-        if self.continuous:
-            space = self.action_space
-            assert isinstance(space, gym.spaces.Box)
-            return (
-                np.clip(array, space.low, space.high).reshape(-1, *space.shape).astype(space.dtype)
-            )
-        return array.astype(np.int64)
+        """Convert sampled actions ``[B, ...]`` to what ``env.step`` takes (Box: clipped)."""
+        return self.dist.env_action(action.detach().cpu().numpy())
+
+    # ----------------------------------------------------------------- normalisation
+    def normalizers(self) -> dict[str, RunningMeanStd]:
+        """Running statistics by name: ``obs/<leaf path>`` and ``reward`` (when enabled)."""
+        found = {f"obs/{path}": rms for path, rms in self.encoder.normalized_leaves().items()}
+        if self.reward_norm is not None:
+            found["reward"] = self.reward_norm
+        return found
+
+    def merge_statistics(self, batch: dict[str, Moments]) -> None:
+        """Fold a fragment's moments (see normalization.py) into the running statistics."""
+        normalizers = self.normalizers()
+        for name, moments in batch.items():
+            normalizers[name].merge(moments)
+
+    def scale_rewards(self, rewards: np.ndarray) -> np.ndarray:
+        """Rewards divided by the running return std and clipped (as is without the option)."""
+        rewards = np.asarray(rewards, dtype=np.float32)
+        if self.reward_norm is None:
+            return rewards
+        scaled = rewards.astype(np.float64) * self.reward_norm.scale()
+        return np.clip(scaled, -self.reward_clip, self.reward_clip).astype(np.float32)
 
     def spec(self) -> dict[str, Any]:
         """Spaces needed to rebuild this model without an environment (stored in checkpoints)."""

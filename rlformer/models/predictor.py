@@ -15,11 +15,14 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from rlformer.models.actor_critic import ActorCritic, AgentState
+from rlformer.models.encoders import to_torch
+from rlformer.models.spaces import flatten_obs, leaf_spaces, tree_first, tree_map
 
 
 class Predictor:
@@ -44,17 +47,29 @@ class Predictor:
 
     def predict(
         self,
-        observation: np.ndarray,
+        observation: Any,
         state: AgentState | None = None,
         episode_start: np.ndarray | None = None,
         deterministic: bool = False,
+        reward: np.ndarray | None = None,
     ) -> tuple[np.ndarray, AgentState]:
-        """Actions for a batch of observations (a single unbatched observation is accepted too)."""
-        obs = np.asarray(observation)
-        single = obs.shape == self.observation_space.shape
+        """Actions for a batch of observations (a single unbatched observation is accepted too).
+
+        Observations of Dict / Tuple spaces come as a VecEnv gives them (a dict / tuple of
+        batched arrays). Actions are in the env's format for every action space (Box clipped
+        to its bounds, MultiDiscrete / Discrete with their ``start``). A policy trained with
+        ``model.prev_action_reward`` takes its previous action from ``state``; its previous
+        reward is ``reward`` (the rewards of the last step, SB3's ``predict`` has no such
+        argument) and 0 when not given.
+        """
+        tree = flatten_obs(self.observation_space, observation)
+        leaves = leaf_spaces(self.observation_space)
+        first_path, first_space = next(iter(leaves.items()))
+        first = tree[first_path] if isinstance(tree, dict) else tree
+        single = first.shape == first_space.shape
         if single:
-            obs = obs[None]
-        batch = obs.shape[0]
+            tree = tree_map(lambda a: a[None], tree)
+        batch = tree_first(tree).shape[0]
         if state is None:
             state = self.model.initial_state(batch, self.device)
             starts = np.ones(batch, dtype=bool)
@@ -62,8 +77,10 @@ class Predictor:
             starts = (
                 np.zeros(batch, dtype=bool) if episode_start is None else np.asarray(episode_start)
             )
+        if reward is not None:
+            state = state.with_reward(self.model.scale_rewards(np.asarray(reward).reshape(batch)))
         out = self.model.act(
-            torch.as_tensor(obs, device=self.device),
+            to_torch(tree, self.device),
             state,
             torch.as_tensor(starts.astype(bool).reshape(batch), device=self.device),
             deterministic=deterministic,

@@ -9,6 +9,11 @@ Timing convention for step ``t`` of slot ``e``:
 ``actions[t]`` was taken, ``rewards[t]`` received, and ``terminated[t]`` / ``truncated[t]`` say
 the episode ended on that step. For a truncated step, ``truncation_values[t]`` holds the value of
 the final observation (0 elsewhere) so that GAE can bootstrap through time limits.
+
+``obs`` is one array for flat observation spaces and a dict from leaf path to array for Dict /
+Tuple spaces (see :mod:`rlformer.models.spaces`); images stay uint8. ``rewards`` are what the
+learner trains on (scaled when ``model.normalize_reward`` is on). ``statistics`` holds the
+moments of what the workers saw, merged in worker order, for the running normalisation.
 """
 
 from __future__ import annotations
@@ -18,13 +23,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlformer.models.actor_critic import AgentState
+from rlformer.models.normalization import Moments, merge_moments
+from rlformer.models.spaces import Tree, tree_stack
 
 
 @dataclass
 class Fragment:
     """Fixed-length rollout of ``E`` env slots (see the module docstring for timing)."""
 
-    obs: np.ndarray  # [F, E, *obs_shape]
+    obs: Tree  # [F, E, *obs_shape] (a leaf dict of those for Dict / Tuple spaces)
     actions: np.ndarray  # [F, E] or [F, E, A]
     log_probs: np.ndarray  # [F, E] float32
     values: np.ndarray  # [F, E] float32
@@ -41,6 +48,7 @@ class Fragment:
     episode_lengths: list[int] = field(default_factory=list)
     episode_successes: list[float] = field(default_factory=list)
     sample_seconds: float = 0.0  # time the worker spent stepping envs + policy (overhead metrics)
+    statistics: dict[str, Moments] = field(default_factory=dict)  # see normalization.py
 
     @property
     def length(self) -> int:
@@ -60,8 +68,13 @@ class Fragment:
         def cat(name: str, axis: int) -> np.ndarray:
             return np.concatenate([getattr(f, name) for f in fragments], axis=axis)
 
+        statistics: dict[str, Moments] = {}
+        for fragment in fragments:  # in worker order: both backends merge identically
+            for key, value in fragment.statistics.items():
+                statistics[key] = (
+                    merge_moments(statistics[key], value) if key in statistics else value
+                )
         time_major = [
-            "obs",
             "actions",
             "log_probs",
             "values",
@@ -72,6 +85,7 @@ class Fragment:
             "truncation_values",
         ]
         return Fragment(
+            obs=tree_stack([f.obs for f in fragments], lambda parts: np.concatenate(parts, axis=1)),
             **{name: cat(name, 1) for name in time_major},
             last_value=cat("last_value", 0),
             state=AgentState.cat([f.state for f in fragments]),
@@ -81,4 +95,5 @@ class Fragment:
             episode_lengths=[n for f in fragments for n in f.episode_lengths],
             episode_successes=[s for f in fragments for s in f.episode_successes],
             sample_seconds=max(f.sample_seconds for f in fragments),
+            statistics=statistics,
         )

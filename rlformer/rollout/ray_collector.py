@@ -111,6 +111,10 @@ class RayCollector:
             "configure_logging": False,
             "ignore_reinit_error": True,
         }
+        if rollout.ray_runtime_env is not None:
+            # How cluster workers get the user's env code when it is not installed on every
+            # node: e.g. {working_dir: .} or {py_modules: [./mypkg]} (see the README).
+            common["runtime_env"] = rollout.ray_runtime_env
         if rollout.ray_address is None:
             needed = math.ceil(rollout.num_workers * rollout.worker_cpus)
             self._ray.init(num_cpus=max(needed, os.cpu_count() or 1), **common)

@@ -13,13 +13,16 @@ import pickle
 import time
 from typing import Any
 
-import cloudpickle
+import cloudpickle  # a gymnasium dependency; pickles wrappers that hold lambdas
 import numpy as np
 import torch
 
 from rlformer.config import EnvConfig, ModelConfig
 from rlformer.models.actor_critic import ActorCritic, AgentState
-from rlformer.rollout.env_factory import make_vector_env
+from rlformer.models.encoders import to_torch
+from rlformer.models.normalization import Moments, moments
+from rlformer.models.spaces import flatten_obs, tree_map, tree_set, tree_stack
+from rlformer.rollout.env_factory import vector_env_from_config
 from rlformer.rollout.env_guard import EnvDataError, EnvGuard, first_nonfinite_slot
 from rlformer.rollout.fragment import Fragment
 
@@ -45,17 +48,19 @@ class RolloutWorker:
         self.worker_index = worker_index
         self.fragment_length = fragment_length
         self.env_id = env_cfg.id
-        self.envs = make_vector_env(env_cfg.id, num_envs, env_cfg.kwargs, env_cfg.max_episode_steps)
+        self.envs = vector_env_from_config(env_cfg, num_envs)
         # Each env reports its slot and this worker when it raises (see env_guard).
         self.envs.envs = [
             EnvGuard(env, slot, f"rollout worker {worker_index}")
             for slot, env in enumerate(self.envs.envs)
         ]
+        self.obs_space = self.envs.single_observation_space
         self.model = ActorCritic(
             self.envs.single_observation_space, self.envs.single_action_space, model_cfg
         )
         self.model.eval()
         self.policy_version = -1
+        self.reward_gamma = model_cfg.normalize_gamma
         self.seed = worker_seed(seed, worker_index)
         self.generator = torch.Generator().manual_seed(self.seed)
         self.envs.action_space.seed(self.seed)
@@ -64,12 +69,15 @@ class RolloutWorker:
     def _start_episodes(self, seed: int) -> None:
         """Reset every slot (seeded) and clear memory and episode statistics."""
         num_envs = self.envs.num_envs
-        self.obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
-        self._check_finite(self.obs, None, episode_steps=np.zeros(num_envs, dtype=np.int64))
+        obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
+        self._check_finite(obs, None, episode_steps=np.zeros(num_envs, dtype=np.int64))
+        self.obs = flatten_obs(self.obs_space, obs)
         self.episode_start = np.ones(num_envs, dtype=bool)
         self.state: AgentState = self.model.initial_state(num_envs)
         self.running_return = np.zeros(num_envs, dtype=np.float64)
         self.running_length = np.zeros(num_envs, dtype=np.int64)
+        # Discounted return per slot whose spread scales rewards (model.normalize_reward).
+        self.reward_return = np.zeros(num_envs, dtype=np.float64)
 
     def _check_finite(
         self, obs: Any, reward: np.ndarray | None, episode_steps: np.ndarray
@@ -109,11 +117,13 @@ class RolloutWorker:
         """Step every slot ``fragment_length`` times and return the fragment."""
         started = time.perf_counter()
         length, num_envs = self.fragment_length, self.envs.num_envs
-        obs_buf = np.zeros((length, *self.obs.shape), dtype=self.obs.dtype)
-        act_shape = self.envs.single_action_space.shape
+        obs_buf = tree_map(lambda a: np.zeros((length, *a.shape), dtype=a.dtype), self.obs)
+        dist = self.model.dist
         actions = np.zeros(
-            (length, num_envs, *act_shape), dtype=np.float32 if act_shape else np.int64
+            (length, num_envs, *dist.action_shape),
+            dtype=np.float32 if dist.action_dtype.is_floating_point else np.int64,
         )
+        discounted = np.zeros((length, num_envs), dtype=np.float64)
         log_probs = np.zeros((length, num_envs), dtype=np.float32)
         values = np.zeros((length, num_envs), dtype=np.float32)
         rewards = np.zeros((length, num_envs), dtype=np.float32)
@@ -127,10 +137,10 @@ class RolloutWorker:
         successes: list[float] = []
 
         for t in range(length):
-            obs_buf[t] = self.obs
+            tree_set(obs_buf, t, self.obs)
             episode_start[t] = self.episode_start
             out = self.model.act(
-                torch.as_tensor(self.obs),
+                to_torch(self.obs),
                 self.state,
                 torch.as_tensor(self.episode_start),
                 generator=self.generator,
@@ -140,12 +150,17 @@ class RolloutWorker:
             values[t] = out.value.numpy()
             next_obs, reward, term, trunc, info = self.envs.step(self.model.env_action(out.action))
             self._check_finite(next_obs, reward, self.running_length + 1)
-            rewards[t], terminated[t], truncated[t] = reward, term, trunc
+            terminated[t], truncated[t] = term, trunc
+            rewards[t] = self.model.scale_rewards(reward)
+            self.reward_return = self.reward_return * self.reward_gamma + reward
+            discounted[t] = self.reward_return
+            state_after = out.state.with_reward(rewards[t])
             self.running_return += reward
             self.running_length += 1
             done = term | trunc
             if done.any():
-                self._bootstrap_truncated(t, term, trunc, info, out.state, truncation_values)
+                self.reward_return[done] = 0.0
+                self._bootstrap_truncated(t, term, trunc, info, state_after, truncation_values)
                 for slot in np.flatnonzero(done):
                     returns.append(float(self.running_return[slot]))
                     lengths.append(int(self.running_length[slot]))
@@ -154,10 +169,11 @@ class RolloutWorker:
                         successes.append(float(final_info["is_success"][slot]))
                 self.running_return[done] = 0.0
                 self.running_length[done] = 0
-            self.obs, self.state, self.episode_start = next_obs, out.state, done
+            self.obs = flatten_obs(self.obs_space, next_obs)
+            self.state, self.episode_start = state_after, done
 
         last = self.model.act(
-            torch.as_tensor(self.obs),
+            to_torch(self.obs),
             self.state,
             torch.as_tensor(self.episode_start),
             deterministic=True,
@@ -180,7 +196,18 @@ class RolloutWorker:
             episode_lengths=lengths,
             episode_successes=successes,
             sample_seconds=time.perf_counter() - started,
+            statistics=self._statistics(obs_buf, discounted),
         )
+
+    def _statistics(self, obs_buf: Any, discounted: np.ndarray) -> dict[str, Moments]:
+        """Moments of what this fragment saw, for the running statistics (normalization.py)."""
+        stats: dict[str, Moments] = {}
+        for path, rms in self.model.encoder.normalized_leaves().items():
+            leaf = obs_buf[path] if isinstance(obs_buf, dict) else obs_buf
+            stats[f"obs/{path}"] = moments(leaf, tuple(rms.mean.shape))
+        if self.model.reward_norm is not None:
+            stats["reward"] = moments(discounted)
+        return stats
 
     def _bootstrap_truncated(
         self,
@@ -195,10 +222,10 @@ class RolloutWorker:
         rows = np.flatnonzero(trunc & ~term)
         if rows.size == 0:
             return
-        final_obs = np.stack([info["final_obs"][r] for r in rows])
+        final_obs = tree_stack([flatten_obs(self.obs_space, info["final_obs"][r]) for r in rows])
         index = torch.as_tensor(rows)
         out = self.model.act(
-            torch.as_tensor(final_obs),
+            to_torch(final_obs),
             state_after.index(index),
             torch.zeros(rows.size, dtype=torch.bool),
             deterministic=True,
@@ -219,7 +246,7 @@ class RolloutWorker:
             problem = None
         except Exception as err:  # pickling raises TypeError, AttributeError, PicklingError ...
             envs, problem = None, f"{type(err).__name__}: {err}"
-        blob = pickle.dumps(
+        blob = cloudpickle.dumps(
             {
                 "envs": envs,
                 "obs": self.obs,
@@ -228,6 +255,7 @@ class RolloutWorker:
                 "generator": self.generator.get_state(),
                 "running_return": self.running_return,
                 "running_length": self.running_length,
+                "reward_return": self.reward_return,
             }
         )
         return {"state": blob, "unpicklable_envs": problem}
@@ -246,3 +274,4 @@ class RolloutWorker:
         self.state = data["state"]
         self.running_return = data["running_return"]
         self.running_length = data["running_length"]
+        self.reward_return = data["reward_return"]

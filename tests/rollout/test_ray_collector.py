@@ -210,3 +210,58 @@ def test_two_node_cluster_places_workers_on_both_nodes() -> None:
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_user_env_module_and_wrapper_on_a_cluster_via_runtime_env(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's env module (module:EnvId) plus a wrapper, shipped to cluster workers with
+    rollout.ray_runtime_env, gives the same fragments as the local backend."""
+    from ray.cluster_utils import Cluster
+
+    from rlformer.rollout.ray_collector import RayCollector
+    from tests.cli.test_spaces_cli import USER_MODULE
+
+    package = tmp_path / "code"
+    package.mkdir()
+    (package / "myenvs.py").write_text(USER_MODULE)
+    monkeypatch.syspath_prepend(str(package))  # the driver imports it from here
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    try:
+        torch.manual_seed(0)
+        cfg = _cfg(
+            "env.id=myenvs:Recall-v0",
+            "env.max_episode_steps=null",
+            "env.wrappers=[{class: gymnasium.wrappers:FilterObservation, "
+            "kwargs: {filter_keys: [cue, clock]}}]",
+            "model.prev_action_reward=true",
+            "model.normalize_obs=true",
+            "rollout.worker_cpus=1",
+            f"rollout.ray_address={cluster.address}",
+            f"rollout.ray_runtime_env={{working_dir: {package}}}",
+        )
+        model = build_model(cfg)
+        collector = RayCollector(cfg)
+        try:
+            assert len(set(collector.node_ids())) == 2
+            local = LocalCollector(cfg)
+            for version in range(2):
+                remote_fragment = collector.collect(model.state_dict(), version)
+                local_fragment = local.collect(model.state_dict(), version)
+                for key in ("cue", "clock"):
+                    np.testing.assert_array_equal(remote_fragment.obs[key], local_fragment.obs[key])
+                for name in FIELDS[1:]:
+                    np.testing.assert_array_equal(
+                        getattr(remote_fragment, name), getattr(local_fragment, name), name
+                    )
+                model.merge_statistics(remote_fragment.statistics)
+            local.close()
+        finally:
+            collector.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

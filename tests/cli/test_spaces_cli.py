@@ -1,0 +1,232 @@
+"""The real CLI on the user's own env: ``module:EnvId`` + wrappers on Ray workers, evaluation
+and recording from the checkpoint alone in fresh processes, and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).parents[2]
+
+# The README's example env module (kept in sync by test_readme_env_module_is_this_one).
+USER_MODULE = '''\
+"""myenvs: a memory task - remember the cue shown at step 0, answer it at the last step."""
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+
+class Recall(gym.Env):
+    def __init__(self, length: int = 4):
+        self.length = length
+        self.observation_space = spaces.Dict({
+            "cue": spaces.Discrete(3),  # 0 or 1 at the first step, 2 ("nothing") after
+            "clock": spaces.Box(0.0, 1.0, (1,), np.float32),
+            "note": spaces.Text(8),  # text rlformer cannot encode: filtered out in the config
+        })
+        self.action_space = spaces.Discrete(2)
+
+    def _obs(self):
+        cue = self.cue if self.t == 0 else 2
+        return {"cue": cue, "clock": np.array([self.t / self.length], np.float32), "note": "hi"}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.cue = 0, int(self.np_random.integers(2))
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        done = self.t == self.length
+        reward = float(done and action == self.cue)
+        return self._obs(), reward, done, False, {"is_success": reward > 0} if done else {}
+
+
+gym.register("Recall-v0", entry_point=Recall)
+'''
+
+USER_CONFIG = """\
+env:
+  id: myenvs:Recall-v0            # gymnasium imports myenvs, which registers Recall-v0
+  kwargs: {length: 4}
+  wrappers:
+    - class: gymnasium.wrappers:FilterObservation
+      kwargs: {filter_keys: [cue, clock]}
+rollout: {backend: ray, num_workers: 2, envs_per_worker: 2, fragment_length: 16, worker_cpus: 0.5}
+model:
+  core: {n_layers: 1, d_model: 16, n_heads: 2, d_ff: 32, memory_length: 8}
+  prev_action_reward: true
+  normalize_obs: true
+  normalize_reward: true
+ppo: {total_steps: 128, num_minibatches: 2, update_epochs: 1}
+eval: {episodes: 4}
+"""
+
+
+def rlformer(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    # The user's module is found from the working directory (as for `python -m`), on the driver
+    # and, through Ray's job working directory, on the embedded Ray's workers. `tests` (for
+    # tests.space_envs) is found through PYTHONPATH.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(cwd)])}
+    result = subprocess.run(
+        [sys.executable, "-m", "rlformer.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"rlformer {args} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_user_env_with_wrapper_on_ray_then_eval_and_collect_from_checkpoint(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "myenvs.py").write_text(USER_MODULE)
+    (tmp_path / "recall.yaml").write_text(USER_CONFIG)
+    out = rlformer("train", "recall.yaml", "--set", f"run.root={tmp_path / 'runs'}", cwd=tmp_path)
+    (run_dir,) = sorted((tmp_path / "runs").iterdir())
+    assert f"run directory: {run_dir}" in out.stdout
+    assert json.loads(out.stdout.strip().splitlines()[-1])["episodes"] == 4
+
+    # A fresh process with nothing but the run directory: the resolved config (id, kwargs,
+    # wrappers) travels in the checkpoint, and so do the frozen normalisation statistics.
+    from rlformer.runs import load_checkpoint
+
+    payload = load_checkpoint(run_dir)
+    assert payload["config"]["env"]["wrappers"][0]["class"] == (
+        "gymnasium.wrappers:FilterObservation"
+    )
+    (count,) = [v for k, v in payload["model"].items() if k.startswith("encoder.norms.")][:1]
+    assert float(count) == 128  # the clock leaf: 2 iterations x 2 workers x 2 envs x 16 steps
+    result = rlformer("eval", str(run_dir), "--episodes", "5", "--json", "e.json", cwd=tmp_path)
+    assert "myenvs:Recall-v0" in result.stdout
+    (report,) = json.loads((tmp_path / "e.json").read_text())["reports"]
+    assert report["episodes"] == 5 and all(r["length"] == 4 for r in report["episodes_detail"])
+
+    collected = rlformer(
+        "collect", "--policy", str(run_dir), "--steps", "24", "--out", "d.hdf5", cwd=tmp_path
+    )
+    assert "wrote d.hdf5" in collected.stdout
+    from rlformer.data import load_dataset
+
+    dataset = load_dataset(str(tmp_path / "d.hdf5"))
+    # Dict observations stored flattened: one-hot cue (3) + clock (1).
+    assert dataset.episodes[0].observations.shape[1:] == (4,)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["env.id=MiniGrid-MemoryS11-v0", "env.imports=[minigrid]"],
+            "observation key 'mission' is a MissionSpace space, which rlformer cannot encode",
+        ),
+        (["env.id=nosuchpkg_xyz:Foo-v0"], "cannot import module 'nosuchpkg_xyz'"),
+        (["env.imports=[nosuchpkg_xyz]"], "env.imports entry 'nosuchpkg_xyz': cannot import"),
+        (
+            ["env.wrappers=[{class: nosuchpkg_xyz:Wrapper}]"],
+            "env.wrappers[0] (nosuchpkg_xyz:Wrapper): cannot import module 'nosuchpkg_xyz'",
+        ),
+        (
+            [
+                "env.id=tests.space_envs:SpaceTest-v0",
+                "env.kwargs.obs=box",
+                "env.wrappers=[{class: tests.space_envs:AddMission}]",
+            ],
+            "wrapped in tests.space_envs:AddMission: observation key 'mission' is a Text space",
+        ),
+        (
+            ["env.id=tests.space_envs:SpaceTest-v0", "env.kwargs.action=tuple"],
+            "action space Tuple is not supported",
+        ),
+        (
+            ["env.id=tests.space_envs:SpaceTest-v0", "env.kwargs.obs=image"],
+            "smaller than the Nature CNN's 36x36: set model.cnn=impala",
+        ),
+    ],
+    ids=["minigrid-text", "module", "imports", "wrapper", "wrapped-space", "action", "cnn"],
+)
+def test_env_problems_exit_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    sets = [item for arg in args for item in ("--set", arg)]
+    root = f"run.root={tmp_path / 'runs'}"
+    result = rlformer("train", "--set", root, *sets, cwd=tmp_path, check=False)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "runs").exists(), "nothing may start before the env is accepted"
+
+
+def test_readme_env_module_is_this_one() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert USER_MODULE in readme and USER_CONFIG in readme
+
+
+@pytest.mark.slow
+def test_killed_run_with_normalisation_resumes_to_identical_result(tmp_path: Path) -> None:
+    """Composite spaces, prev action/reward and both normalisations survive a SIGKILL."""
+    import signal
+    import time
+
+    from tests.cli.test_train_cli import _final_params, _metrics_without_timing, _run_dirs
+
+    settings = [
+        "env.id=tests.space_envs:SpaceTest-v0",
+        "env.kwargs.obs=dict",
+        "env.kwargs.action=multidiscrete",
+        "rollout.envs_per_worker=4",
+        "rollout.fragment_length=16",
+        "model.cnn=impala",
+        "model.cnn_features=8",
+        "model.core.n_layers=1",
+        "model.core.d_model=16",
+        "model.core.n_heads=2",
+        "model.core.d_ff=32",
+        "model.core.memory_length=8",
+        "model.prev_action_reward=true",
+        "model.normalize_obs=true",
+        "model.normalize_reward=true",
+        "ppo.num_minibatches=2",
+        "ppo.update_epochs=2",
+        "ppo.total_steps=640",
+        "run.checkpoint_every=2",
+        "eval.episodes=0",
+    ]
+    sets = [item for arg in settings for item in ("--set", arg)]
+    straight_root, killed_root = tmp_path / "straight", tmp_path / "killed"
+    rlformer("train", "--set", f"run.root={straight_root}", *sets, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlformer.cli", "train", "--set", f"run.root={killed_root}", *sets],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if killed_root.exists() and list(killed_root.glob("*/checkpoints/latest")):
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    (killed_dir,) = _run_dirs(killed_root)
+    rlformer("train", "--resume", str(killed_dir), cwd=tmp_path)
+    (straight_dir,) = _run_dirs(straight_root)
+    a, b = _final_params(straight_dir), _final_params(killed_dir)
+    assert a.keys() == b.keys() and any(".norms." in key for key in a)
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert float(a["reward_norm.count"]) == 640
+    assert _metrics_without_timing(straight_dir) == _metrics_without_timing(killed_dir)
