@@ -142,8 +142,10 @@ class RolloutConfig(StrictModel):
 class ModelConfig(StrictModel):
     """The actor-critic network: a torso (GTrXL core or MLP) plus policy and value heads."""
 
-    torso: Literal["gtrxl", "mlp"] = Field(
-        "gtrxl", description="gtrxl: memory-enabled attention core; mlp: memoryless baseline."
+    torso: Literal["gtrxl", "lstm", "gru", "mlp"] = Field(
+        "gtrxl",
+        description="gtrxl: memory-enabled attention core; lstm / gru: recurrent baselines; "
+        "mlp: memoryless baseline.",
     )
     core: CoreConfig = Field(
         default_factory=CoreConfig,
@@ -155,6 +157,10 @@ class ModelConfig(StrictModel):
     mlp_hidden: list[int] = Field(
         default_factory=lambda: [64, 64], description="Hidden sizes of the MLP torso."
     )
+    recurrent_hidden: int = Field(
+        128, ge=1, description="Hidden size of the lstm / gru torso (and its input embedding)."
+    )
+    recurrent_layers: int = Field(1, ge=1, description="Stacked layers of the lstm / gru torso.")
     log_std_init: float = Field(0.0, description="Initial log std of the Gaussian action head.")
     cnn: Literal["nature", "impala"] = Field(
         "nature",

@@ -34,8 +34,11 @@ from rlformer.core import Memory
 from rlformer.models.distributions import make_distribution
 from rlformer.models.encoders import ObservationEncoder
 from rlformer.models.normalization import Moments, RunningMeanStd
+from rlformer.models.recurrent import RecurrentState, RecurrentTorso
 from rlformer.models.spaces import Tree, check_observation_space
 from rlformer.models.torso import GTrXLTorso, MLPTorso
+
+_STATES = (Memory, RecurrentState)  # torso states with their own index / cat
 
 
 @dataclass
@@ -47,8 +50,8 @@ class AgentState:
     episode starts ignores them.
     """
 
-    actor: Memory | None
-    critic: Memory | None = None
+    actor: Memory | RecurrentState | None
+    critic: Memory | RecurrentState | None = None
     prev_action: torch.Tensor | None = None  # [B, *action_shape]
     prev_reward: torch.Tensor | None = None  # [B] float32
 
@@ -61,7 +64,7 @@ class AgentState:
 
     def index(self, rows: torch.Tensor | slice) -> AgentState:
         """The state of a subset of batch rows."""
-        return self._map(lambda part: part.index(rows) if isinstance(part, Memory) else part[rows])
+        return self._map(lambda part: part.index(rows) if isinstance(part, _STATES) else part[rows])
 
     def to(self, device: torch.device | str) -> AgentState:
         return self._map(lambda part: part.to(device))
@@ -82,8 +85,8 @@ class AgentState:
         for column in zip(*parts, strict=True):
             if column[0] is None:
                 merged.append(None)
-            elif isinstance(column[0], Memory):
-                merged.append(Memory.cat(list(column)))
+            elif isinstance(column[0], _STATES):
+                merged.append(type(column[0]).cat(list(column)))
             else:
                 merged.append(torch.cat(list(column)))
         return AgentState(*merged)
@@ -136,9 +139,11 @@ class ActorCritic(nn.Module):
         self.reward_norm = RunningMeanStd(()) if cfg.normalize_reward else None
         self.reward_clip = cfg.normalize_clip
 
-        def make_torso() -> GTrXLTorso | MLPTorso:
+        def make_torso() -> GTrXLTorso | RecurrentTorso | MLPTorso:
             if cfg.torso == "gtrxl":
                 return GTrXLTorso(in_dim, cfg.core)
+            if cfg.torso in ("lstm", "gru"):
+                return RecurrentTorso(in_dim, cfg.torso, cfg.recurrent_hidden, cfg.recurrent_layers)
             return MLPTorso(in_dim, cfg.mlp_hidden)
 
         self.actor_torso = make_torso()

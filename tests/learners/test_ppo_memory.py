@@ -51,11 +51,13 @@ def _max_ratio_error(cfg: TrainConfig, collector, model, fragments: int = 3) -> 
     return worst, resets
 
 
+@pytest.mark.parametrize("torso", ["gtrxl", "lstm", "gru"])
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1", "rlformer/TMaze-v0"])
 @pytest.mark.parametrize("shared", [True, False])
-def test_first_epoch_ratio_is_one_local(env_id: str, shared: bool) -> None:
+def test_first_epoch_ratio_is_one_local(env_id: str, shared: bool, torso: str) -> None:
     torch.manual_seed(0)
-    cfg = _config(env_id, **{"model.shared_torso": str(shared).lower()})
+    extra = {"model.shared_torso": str(shared).lower(), "model.torso": torso}
+    cfg = _config(env_id, **extra, **{"model.recurrent_hidden": "32"})
     model = build_model(cfg)
     collector = LocalCollector(cfg)
     worst, resets = _max_ratio_error(cfg, collector, model)
@@ -81,9 +83,10 @@ def test_learner_reports_ratio_one_then_moves() -> None:
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_first_epoch_ratio_is_one_ray() -> None:
+@pytest.mark.parametrize("torso", ["gtrxl", "lstm"])
+def test_first_epoch_ratio_is_one_ray(torso: str) -> None:
     torch.manual_seed(0)
-    cfg = _config("CartPole-v1", backend="ray")
+    cfg = _config("CartPole-v1", backend="ray", **{"model.torso": torso})
     model = build_model(cfg)
     collector = make_collector(cfg)
     try:
