@@ -25,7 +25,6 @@ from rlformer.checkpoints import (
     load_weights,
     newest_readable_checkpoint,
     require_keys,
-    save_checkpoint,
 )
 from rlformer.config import TrainConfig, dump_config
 from rlformer.core.device import resolve_device
@@ -134,7 +133,12 @@ def train_dt(
     Same guarantees as PPO's loop: exclusive run directory, checks of the run root before the
     first step, a checkpoint on SIGINT/SIGTERM, and a clear stop on non-finite values.
     """
-    from rlformer.training import RunFailed, TrainResult, checkpoint_bytes_estimate
+    from rlformer.training import (
+        RunFailed,
+        TrainResult,
+        checkpoint_bytes_estimate,
+        write_checkpoint,
+    )
 
     torch.set_num_threads(cfg.run.torch_threads)
     device = resolve_device(cfg.run.device)
@@ -178,28 +182,23 @@ def train_dt(
         run_scope.callback(logger.close)
 
         def checkpoint() -> None:
-            try:
-                save_checkpoint(
-                    run_dir,
-                    learner.step,
-                    {
-                        "kind": "dt",
-                        "config": cfg.model_dump(mode="json"),
-                        "spec": encode_spec(observation_space, action_space),
-                        "model": model.state_dict(),
-                        "learner": learner.state_dict(),
-                        "normalization": normalization,
-                        "dataset_returns": dataset_returns,
-                        "sampler_rng": rng.bit_generator.state,
-                        "torch_rng": torch.get_rng_state(),
-                    },
-                    keep=cfg.run.keep_checkpoints,
-                )
-            except OSError as err:
-                raise RunFailed(
-                    f"could not write the checkpoint of step {learner.step} to {run_dir} "
-                    f"({err.strerror or err}); the previous checkpoints are intact"
-                ) from None
+            write_checkpoint(
+                run_dir,
+                learner.step,
+                {
+                    "kind": "dt",
+                    "config": cfg.model_dump(mode="json"),
+                    "spec": encode_spec(observation_space, action_space),
+                    "model": model.state_dict(),
+                    "learner": learner.state_dict(),
+                    "normalization": normalization,
+                    "dataset_returns": dataset_returns,
+                    "sampler_rng": rng.bit_generator.state,
+                    "torch_rng": torch.get_rng_state(),
+                },
+                cfg.run.keep_checkpoints,
+                f"step {learner.step}",
+            )
 
         interactive = cfg.run.progress and sys.stderr.isatty()
         bar = tqdm(

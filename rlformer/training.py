@@ -130,6 +130,20 @@ def _log_line(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def write_checkpoint(
+    run_dir: Path, step: int, payload: dict[str, Any], keep: int, label: str
+) -> None:
+    """:func:`save_checkpoint`, with a full disk or an I/O error turned into :class:`RunFailed`
+    (the atomic write leaves the previous checkpoints as they were)."""
+    try:
+        save_checkpoint(run_dir, step, payload, keep=keep)
+    except OSError as err:
+        raise RunFailed(
+            f"could not write the checkpoint of {label} to {run_dir} "
+            f"({err.strerror or err}); the previous checkpoints are intact"
+        ) from None
+
+
 def checkpoint_bytes_estimate(model: torch.nn.Module) -> int:
     """Rough size of one checkpoint: weights plus Adam's two moments, plus env state slack."""
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -214,31 +228,26 @@ def train(
                         "checkpoints are written without env state, so a resumed run starts "
                         "fresh episodes"
                     )
-                try:
-                    save_checkpoint(
-                        run_dir,
-                        iteration * steps_per_iteration,
-                        {
-                            "kind": "ppo",
-                            "config": cfg.model_dump(mode="json"),
-                            "spec": encode_spec(model.observation_space, model.action_space),
-                            "model": model.state_dict(),
-                            "learner": learner.state_dict(),
-                            "collector": seal_state([s["state"] for s in states]),
-                            "torch_rng": torch.get_rng_state(),
-                            "iteration": iteration,
-                            "recent_episodes": {
-                                "returns": recent_returns,
-                                "successes": recent_successes,
-                            },
+                write_checkpoint(
+                    run_dir,
+                    iteration * steps_per_iteration,
+                    {
+                        "kind": "ppo",
+                        "config": cfg.model_dump(mode="json"),
+                        "spec": encode_spec(model.observation_space, model.action_space),
+                        "model": model.state_dict(),
+                        "learner": learner.state_dict(),
+                        "collector": seal_state([s["state"] for s in states]),
+                        "torch_rng": torch.get_rng_state(),
+                        "iteration": iteration,
+                        "recent_episodes": {
+                            "returns": recent_returns,
+                            "successes": recent_successes,
                         },
-                        keep=cfg.run.keep_checkpoints,
-                    )
-                except OSError as err:
-                    raise RunFailed(
-                        f"could not write the checkpoint of iteration {iteration} to {run_dir} "
-                        f"({err.strerror or err}); the previous checkpoints are intact"
-                    ) from None
+                    },
+                    cfg.run.keep_checkpoints,
+                    f"iteration {iteration}",
+                )
 
             interactive = cfg.run.progress and sys.stderr.isatty()
             bar = tqdm(
