@@ -117,7 +117,8 @@ class RayCollector:
             common["runtime_env"] = rollout.ray_runtime_env
         if rollout.ray_address is None:
             needed = math.ceil(rollout.num_workers * rollout.worker_cpus)
-            self._ray.init(num_cpus=max(needed, os.cpu_count() or 1), **common)
+            # address="local": always a fresh embedded Ray, never a cluster found on the machine.
+            self._ray.init(address="local", num_cpus=max(needed, os.cpu_count() or 1), **common)
         else:
             common.pop("include_dashboard")  # a cluster's dashboard is the cluster's business
             self._ray.init(address=rollout.ray_address, **common)
