@@ -7,15 +7,16 @@ from pathlib import Path
 import pytest
 
 from rlformer.config import load_config
-from rlformer.rollout.env_factory import check_env_id
+from rlformer.training import check_config
 
-CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
+ROOT = Path(__file__).parents[2] / "configs"
+CONFIGS = sorted([*ROOT.glob("*.yaml"), *ROOT.glob("memory/*.yaml")])
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
-def test_config_validates(path: Path) -> None:
-    cfg = load_config(path)
-    check_env_id(cfg.env.id)
+def test_config_builds_its_env_and_model(path: Path, tmp_path: Path) -> None:
+    cfg = load_config(path, [f"run.root={tmp_path}"])
+    assert check_config(cfg).startswith(f"ok: {cfg.algo} on {cfg.env.id}")
     assert cfg.run.name in path.stem or path.stem == "quickstart"
 
 
@@ -31,13 +32,13 @@ SUITES = sorted((Path(__file__).parents[2] / "configs" / "eval").glob("*.yaml"))
 @pytest.mark.parametrize("path", SUITES, ids=[p.name for p in SUITES])
 def test_eval_suite_tasks_construct(path: Path) -> None:
     from rlformer.evaluation.suites import load_suite
-    from rlformer.rollout.env_factory import make_env
+    from rlformer.rollout.env_factory import env_from_config
 
     suite = load_suite(path)
     assert suite.name == path.stem
     for task in suite.tasks:
-        make_env(task.env, task.kwargs, task.max_episode_steps).close()
+        env_from_config(task.env_config()).close()
 
 
 def test_memory_and_mujoco_suites_are_shipped() -> None:
-    assert {"memory", "mujoco"} <= {p.stem for p in SUITES}
+    assert {"memory", "mujoco", "pomdp", "popgym", "minigrid"} <= {p.stem for p in SUITES}
