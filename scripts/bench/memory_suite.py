@@ -1,0 +1,311 @@
+"""Memory-RL suite: rlformer GTrXL and LSTM/GRU torsos vs sb3-contrib RecurrentPPO vs SB3 PPO.
+
+Every agent gets the same env-step budget on the same env (same imports and wrappers); each
+(task, agent, seed) trains in this process, one after another, then plays ``--episodes``
+deterministic episodes. Results are appended to ``--out`` (JSONL) as they finish, so a killed
+run continues where it stopped. At the end (or with ``--report-only``) it prints per task and
+agent: final score mean and IQM with bootstrap 95% CIs over seeds, env steps/s including
+updates and the throughput ratio to RecurrentPPO, and draws one learning-curve PNG per task.
+
+    .venv/bin/python scripts/bench/memory_suite.py --tasks cartpole-novel --seeds 3
+    .venv/bin/python scripts/bench/memory_suite.py --quick                   # smoke run
+    .venv/bin/python scripts/bench/memory_suite.py --report-only --out docs/memory_suite/results.jsonl
+
+POPGym returns are on POPGym's own normalised scale ([-1, 1] per episode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlformer.config import TrainConfig, load_config
+from rlformer.evaluation.statistics import summarize_scores
+from rlformer.rollout.env_factory import env_from_config
+from rlformer.runs import read_metrics
+from rlformer.training import train
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+AGENTS = ("gtrxl", "lstm", "gru", "recurrent_ppo", "ppo_mlp")
+
+
+@dataclass
+class Task:
+    """A benchmark task: its rlformer config, budget and extra settings for the rlformer run."""
+
+    config: str
+    steps: int
+    overrides: list[str] = field(default_factory=list)
+
+
+TASKS: dict[str, Task] = {
+    "cartpole-novel": Task(
+        "ppo_gtrxl_cartpole_novel.yaml",
+        100_000,
+    ),
+    "pendulum-novel": Task("ppo_gtrxl_pendulum_novel.yaml", 100_000),
+    **{
+        name.replace("_", "-"): Task(f"memory/popgym_{name}.yaml", 200_000)
+        for name in (
+            "repeat_previous",
+            "repeat_first",
+            "count_recall",
+            "autoencode",
+            "position_only_cartpole",
+            "position_only_pendulum",
+            "higher_lower",
+            "minesweeper",
+            "battleship",
+            "concentration",
+        )
+    },
+    "minigrid-memory-s11": Task("memory/minigrid_memory_s11.yaml", 1_000_000),
+}
+
+# sb3-contrib RecurrentPPO settings from rl-baselines3-zoo where the zoo has the task (its
+# CartPoleNoVel-v1 entry); elsewhere the rlformer config's rollout shape and learning rate.
+ZOO = {
+    "cartpole-novel": {
+        "n_envs": 8,
+        "n_steps": 32,
+        "batch_size": 256,
+        "gae_lambda": 0.8,
+        "gamma": 0.98,
+        "n_epochs": 20,
+        "ent_coef": 0.0,
+        "learning_rate": 1e-3,
+        "normalize": True,
+        "lstm_hidden_size": 64,
+    }
+}
+
+
+@dataclass
+class Result:
+    task: str
+    agent: str
+    seed: int
+    env_steps: int
+    seconds: float
+    score: float  # mean return of the final deterministic evaluation
+    success_rate: float | None
+    curve: list[tuple[int, float]]  # (env steps, mean return of recent episodes)
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.env_steps / self.seconds
+
+
+def task_config(task: Task, steps: int, seed: int, root: Path, *extra: str) -> TrainConfig:
+    return load_config(
+        CONFIGS / task.config,
+        [
+            *task.overrides,
+            f"ppo.total_steps={steps}",
+            f"run.seed={seed}",
+            f"run.root={root}",
+            "run.progress=false",
+            "run.checkpoint_every=100000",
+            *extra,
+        ],
+    )
+
+
+def run_rlformer(name: str, agent: str, steps: int, seed: int, episodes: int, root: Path) -> Result:
+    torso = {"gtrxl": "gtrxl", "lstm": "lstm", "gru": "gru"}[agent]
+    cfg = task_config(
+        TASKS[name], steps, seed, root, f"model.torso={torso}", f"eval.episodes={episodes}"
+    )
+    started = time.perf_counter()
+    result = train(cfg)
+    seconds = time.perf_counter() - started
+    assert result.evaluation is not None
+    curve = [
+        (int(row["step"]), float(row["rollout/return_mean"]))
+        for row in read_metrics(result.run_dir)
+        if "rollout/return_mean" in row
+    ]
+    return Result(
+        name,
+        agent,
+        seed,
+        result.env_steps,
+        seconds,
+        result.evaluation["return_mean"],
+        result.evaluation.get("success_rate"),
+        curve,
+    )
+
+
+def _sb3_env(cfg: TrainConfig, n_envs: int, seed: int, normalize: bool) -> Any:
+    """SB3 vector env of the same env (imports, wrappers); Tuple observations flattened."""
+    import gymnasium as gym
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    def make() -> gym.Env:
+        env = env_from_config(cfg.env)
+        if isinstance(env.observation_space, gym.spaces.Tuple):
+            env = gym.wrappers.FlattenObservation(env)  # what an SB3 user has to do
+        return env
+
+    venv = make_vec_env(make, n_envs=n_envs, seed=seed)
+    return VecNormalize(venv, norm_reward=True) if normalize else venv
+
+
+def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: Path) -> Result:
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    cfg = task_config(TASKS[name], steps, seed, root)
+    zoo = dict(ZOO.get(name, {})) if agent == "recurrent_ppo" else {}
+    n_envs = zoo.pop("n_envs", cfg.rollout.envs_per_worker)
+    normalize = zoo.pop("normalize", False)
+    hidden = zoo.pop("lstm_hidden_size", cfg.model.recurrent_hidden)
+    settings = {
+        "n_steps": cfg.rollout.fragment_length,
+        "batch_size": n_envs * cfg.rollout.fragment_length // cfg.ppo.num_minibatches,
+        "learning_rate": cfg.ppo.learning_rate,
+        "n_epochs": cfg.ppo.update_epochs,
+        "gamma": cfg.ppo.gamma,
+        "gae_lambda": cfg.ppo.gae_lambda,
+        "ent_coef": cfg.ppo.ent_coef,
+        **zoo,
+    }
+    venv = _sb3_env(cfg, n_envs, seed, normalize)
+    if agent == "recurrent_ppo":
+        policy_kwargs = {"lstm_hidden_size": hidden, "enable_critic_lstm": True}
+        model = RecurrentPPO(
+            "MlpLstmPolicy", venv, seed=seed, device="cpu", policy_kwargs=policy_kwargs, **settings
+        )
+    else:
+        model = PPO("MlpPolicy", venv, seed=seed, device="cpu", **settings)
+    curve: list[tuple[int, float]] = []
+
+    class Curve(BaseCallback):
+        def _on_rollout_end(self) -> None:
+            returns = [info["r"] for info in self.model.ep_info_buffer]
+            if returns:
+                curve.append((self.num_timesteps, float(np.mean(returns))))
+
+        def _on_step(self) -> bool:
+            return True
+
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    model.learn(total_timesteps=steps, callback=Curve())
+    seconds = time.perf_counter() - started
+    if normalize:
+        venv.training, venv.norm_reward = False, False
+    returns, _ = evaluate_policy(
+        model, venv, n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True
+    )
+    return Result(
+        name, agent, seed, model.num_timesteps, seconds, float(np.mean(returns)), None, curve
+    )
+
+
+def _done(out: Path) -> list[Result]:
+    if not out.exists():
+        return []
+    return [Result(**json.loads(line)) for line in out.read_text().splitlines() if line.strip()]
+
+
+def report(results: list[Result], plots: Path | None) -> None:
+    """Per task: one row per agent with score mean / IQM (95% CIs) and throughput."""
+    for name in dict.fromkeys(r.task for r in results):
+        rows = [r for r in results if r.task == name]
+        reference = [r.steps_per_s for r in rows if r.agent == "recurrent_ppo"]
+        print(f"\n{name}")
+        print(
+            f"  {'agent':14s} {'seeds':>5s} {'mean [95% CI]':>26s} {'IQM [95% CI]':>26s} "
+            f"{'steps/s':>8s} {'vs RPPO':>7s}"
+        )
+        for agent in AGENTS:
+            mine = [r for r in rows if r.agent == agent]
+            if not mine:
+                continue
+            s = summarize_scores([r.score for r in mine], seed=0)
+            speed = float(np.mean([r.steps_per_s for r in mine]))
+            ratio = f"{speed / np.mean(reference):6.2f}x" if reference else "      -"
+            print(
+                f"  {agent:14s} {len(mine):5d} "
+                f"{s.mean:8.3f} [{s.mean_ci[0]:7.3f}, {s.mean_ci[1]:7.3f}] "
+                f"{s.iqm:8.3f} [{s.iqm_ci[0]:7.3f}, {s.iqm_ci[1]:7.3f}] {speed:8.0f} {ratio}"
+            )
+        if plots is not None:
+            _plot(name, rows, plots / f"{name}.png")
+
+
+def _plot(name: str, rows: list[Result], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for agent in AGENTS:
+        curves = [r.curve for r in rows if r.agent == agent and r.curve]
+        if not curves:
+            continue
+        grid = np.linspace(0, max(c[-1][0] for c in curves), 50)
+        values = np.array([np.interp(grid, *zip(*c, strict=True)) for c in curves])
+        ax.plot(grid, values.mean(0), label=f"{agent} ({len(curves)} seeds)")
+        ax.fill_between(grid, values.min(0), values.max(0), alpha=0.2)
+    ax.set(title=name, xlabel="env steps", ylabel="mean episode return (recent episodes)")
+    ax.legend(fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS))
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=None, help="Override every task's budget.")
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--quick", action="store_true", help="2k steps, 1 seed, 5 episodes.")
+    parser.add_argument("--out", type=Path, default=Path("docs/memory_suite/results.jsonl"))
+    parser.add_argument("--plots", type=Path, default=Path("docs/memory_suite"))
+    parser.add_argument("--root", type=Path, default=Path("runs/memory_suite"))
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.steps, args.seeds, args.episodes = 2048, 1, 5
+    torch.set_num_threads(1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    finished = _done(args.out)
+    if not args.report_only:
+        seen = {(r.task, r.agent, r.seed) for r in finished}
+        for name in args.tasks:
+            steps = args.steps or TASKS[name].steps
+            for seed in range(args.seeds):
+                for agent in args.agents:
+                    if (name, agent, seed) in seen:
+                        continue
+                    runner = run_sb3 if agent in ("recurrent_ppo", "ppo_mlp") else run_rlformer
+                    result = runner(name, agent, steps, seed, args.episodes, args.root)
+                    with args.out.open("a") as handle:
+                        handle.write(json.dumps(asdict(result)) + "\n")
+                    finished.append(result)
+                    print(
+                        f"{name} {agent} seed {seed}: score {result.score:.3f}, "
+                        f"{result.steps_per_s:.0f} steps/s",
+                        flush=True,
+                    )
+    report([r for r in finished if r.task in args.tasks], args.plots)
+
+
+if __name__ == "__main__":
+    main()
