@@ -65,7 +65,7 @@ def _open(path: Path) -> h5py.File:
         raise DatasetError(f"{path}: dataset file not found; {HOW_TO_MAKE}")
     try:
         return h5py.File(path, "r")
-    except OSError as err:
+    except (OSError, RuntimeError, ValueError) as err:
         raise DatasetError(
             f"{path}: not a readable HDF5 file (truncated or another format): {err}"
         ) from None
@@ -79,13 +79,13 @@ def read_d4rl(path: str | Path) -> Dataset:
             mismatched lengths, NaN/inf, non-numeric dtypes, truncated or non-HDF5 files.
     """
     path = Path(path)
+    arrays: dict[str, np.ndarray] = {}
+    infos: dict[str, np.ndarray] = {}
     with _open(path) as handle:
-        missing = [key for key in REQUIRED if key not in handle]
-        if missing:
-            raise DatasetError(f"{path}: missing key(s) {', '.join(missing)}; {HOW_TO_MAKE}")
-        arrays: dict[str, np.ndarray] = {}
-        infos: dict[str, np.ndarray] = {}
         try:
+            missing = [key for key in REQUIRED if key not in handle]
+            if missing:
+                raise DatasetError(f"{path}: missing key(s) {', '.join(missing)}; {HOW_TO_MAKE}")
             for key in (*REQUIRED, *OPTIONAL):
                 if key in handle:
                     arrays[key] = _checked(path, key, _read_array(path, key, handle[key]))
