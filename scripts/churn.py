@@ -20,7 +20,7 @@ check failed:
 Usage::
 
     python scripts/churn.py                        # 240 iterations, a kill every 6
-    python scripts/churn.py --iterations 12 --kill-every 3 --json   # what the test runs
+    python scripts/churn.py --iterations 12 --kill-every 3 --max-delay 0.5 --json  # the test
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ class ChurnReport:
     workers: int
     steps_per_iteration: int
     kills_injected: int
-    kills_mid_collect: int  # the victim's fragment was still outstanding when it died
+    kills_found_in_collect: int  # the victim died before its fragment came back
+    restarts_at_checkpoint: int  # the victim died after it: replaced when the state was saved
     restarts: int
     env_steps_expected: int
     env_steps_trained: int
@@ -69,7 +70,8 @@ class KillingCollector:
     def __init__(self, inner: Any, kill_every: int, max_delay: float, seed: int) -> None:
         self.inner, self.kill_every, self.max_delay = inner, kill_every, max_delay
         self.rng = random.Random(seed)
-        self.calls = self.kills = self.kills_mid_collect = self.bad_fragments = 0
+        self.calls = self.kills = self.kills_found_in_collect = self.bad_fragments = 0
+        self.restarts_at_checkpoint = 0
         self.env_steps = 0
         self.expected_shape = (
             inner.cfg.rollout.fragment_length,
@@ -102,13 +104,19 @@ class KillingCollector:
             if killer is not None:
                 killer.join()  # the kill has happened before training goes on
         if killer is not None and self.inner.restarts > restarts_before:
-            self.kills_mid_collect += 1
+            self.kills_found_in_collect += 1
         if fragment.policy_version != version or fragment.rewards.shape != self.expected_shape:
             self.bad_fragments += 1
         self.env_steps += int(fragment.rewards.size)
         return fragment
 
-    def __getattr__(self, name: str) -> Any:  # get_state, set_state, close, restarts ...
+    def get_state(self) -> list[dict[str, Any]]:
+        restarts_before = self.inner.restarts
+        states = self.inner.get_state()
+        self.restarts_at_checkpoint += self.inner.restarts - restarts_before
+        return states
+
+    def __getattr__(self, name: str) -> Any:  # set_state, close, restarts ...
         return getattr(self.inner, name)
 
 
@@ -150,7 +158,7 @@ def run_churn(
     iterations: int,
     kill_every: int,
     workers: int = 4,
-    max_delay: float = 0.05,
+    max_delay: float = 0.3,
     seed: int = 0,
     root: Path | None = None,
 ) -> ChurnReport:
@@ -187,7 +195,8 @@ def run_churn(
         workers=workers,
         steps_per_iteration=spi,
         kills_injected=collector.kills,
-        kills_mid_collect=collector.kills_mid_collect,
+        kills_found_in_collect=collector.kills_found_in_collect,
+        restarts_at_checkpoint=collector.restarts_at_checkpoint,
         restarts=collector.inner.restarts,
         env_steps_expected=iterations * spi,
         env_steps_trained=collector.env_steps,
@@ -220,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=240)
     parser.add_argument("--kill-every", type=int, default=6, help="iterations between kills")
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--max-delay", type=float, default=0.05, help="kill delay bound (s)")
+    parser.add_argument("--max-delay", type=float, default=0.3, help="kill delay bound (s)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--root", type=Path, default=None, help="run root (default: a temp dir)")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON line")
