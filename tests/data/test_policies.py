@@ -122,6 +122,7 @@ def test_unknown_policy_module_falls_back_to_trying_loaders(tmp_path: Path) -> N
 
 
 def _tiny_run(root: Path, kind: str = "ppo") -> Path:
+    from rlformer.checkpoints import encode_spec
     from rlformer.config import TrainConfig
     from rlformer.runs import save_checkpoint
     from rlformer.training import build_model
@@ -133,7 +134,7 @@ def _tiny_run(root: Path, kind: str = "ppo") -> Path:
     payload = {
         "kind": kind,
         "config": cfg.model_dump(mode="json"),
-        "spec": model.spec(),
+        "spec": encode_spec(model.observation_space, model.action_space),
         "model": model.state_dict(),
     }
     save_checkpoint(run_dir, 0, payload)
