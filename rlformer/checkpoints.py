@@ -165,6 +165,8 @@ def read_checkpoint_file(path: str | Path, trust: bool = False) -> dict[str, Any
     if not isinstance(payload, dict) or "format" not in payload:
         raise CheckpointError(f"{path}: not an rlformer checkpoint (no 'format' field)")
     version = payload["format"]
+    if type(version) is not int:  # a tensor here would make the comparison below raise
+        raise CheckpointError(f"{path}: not an rlformer checkpoint ('format' is not a number)")
     if version != CHECKPOINT_FORMAT and not (trust and version in LEGACY_FORMATS):
         hint = (
             "it was written by an older rlformer; pass --trust-checkpoint if you trust its source"

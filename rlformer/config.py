@@ -328,6 +328,20 @@ class TrainConfig(StrictModel):
         return self
 
 
+def _parse_yaml(text: str) -> Any:
+    """``yaml.safe_load`` whose every failure is a one-line ValueError.
+
+    PyYAML raises more than YAMLError: a date-like scalar that is no date (``2001-13-45``)
+    escapes as a bare ValueError from ``datetime``, and very deep nesting as RecursionError.
+    """
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ValueError(" ".join(str(err).split()) or type(err).__name__) from None
+    except (ValueError, OverflowError, RecursionError) as err:
+        raise ValueError(f"{type(err).__name__}: {err}") from None
+
+
 def parse_override(item: str) -> tuple[list[str], Any]:
     """Split ``a.b=value`` into a key path and a YAML-typed value (``null`` -> None)."""
     key, sep, raw = item.partition("=")
@@ -336,11 +350,9 @@ def parse_override(item: str) -> tuple[list[str], Any]:
             f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set ppo.learning_rate=1e-3"
         )
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as err:
-        raise ConfigError(
-            f"--set {item!r}: value is not valid YAML ({err.__class__.__name__})"
-        ) from err
+        value = _parse_yaml(raw) if raw.strip() else ""
+    except ValueError as err:
+        raise ConfigError(f"--set {item!r}: value is not valid YAML ({err})") from None
     return key.strip().split("."), value
 
 
@@ -384,9 +396,13 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}".replace("\n", " ")) from err
+        data = _parse_yaml(path.read_text())
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (YAML must be UTF-8)") from None
+    except ValueError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

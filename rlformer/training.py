@@ -219,7 +219,10 @@ def train(
 
             def checkpoint(iteration: int) -> None:
                 nonlocal warned_envs
-                states = collector.get_state()
+                try:
+                    states = collector.get_state()
+                except RUN_FAILURES as err:  # workers lost past the restart budget
+                    raise RunFailed(f"{err}; {run_dir} keeps its earlier checkpoints") from None
                 problems = sorted({s["unpicklable_envs"] for s in states if s["unpicklable_envs"]})
                 if problems and not warned_envs:
                     warned_envs = True

@@ -41,6 +41,8 @@ def _checked(path: Path, key: str, array: np.ndarray) -> np.ndarray:
         raise DatasetError(f"{path}: '{key}' is a single value; expected one entry per transition")
     if array.dtype.kind not in "fiub":
         raise DatasetError(f"{path}: '{key}' has dtype {array.dtype}; expected numbers or booleans")
+    if array.size == 0 and len(array) > 0:
+        raise DatasetError(f"{path}: '{key}' has shape {array.shape}: no values per transition")
     if array.dtype.kind == "f":
         finite = np.isfinite(array).all(axis=tuple(range(1, array.ndim)))  # [N]
         if not finite.all():
@@ -49,12 +51,21 @@ def _checked(path: Path, key: str, array: np.ndarray) -> np.ndarray:
     return array
 
 
+def _read_array(path: Path, key: str, item: object) -> np.ndarray:
+    """The whole dataset ``key`` as an array; a group or an empty (shapeless) one is an error."""
+    if not isinstance(item, h5py.Dataset):
+        raise DatasetError(f"{path}: '{key}' is a {type(item).__name__}, expected an array")
+    if item.shape is None:  # h5py.Empty: a dataset without a dataspace
+        raise DatasetError(f"{path}: '{key}' is empty (no shape); expected one per transition")
+    return np.asarray(item[()])
+
+
 def _open(path: Path) -> h5py.File:
     if not path.is_file():
         raise DatasetError(f"{path}: dataset file not found; {HOW_TO_MAKE}")
     try:
         return h5py.File(path, "r")
-    except OSError as err:
+    except (OSError, RuntimeError, ValueError) as err:
         raise DatasetError(
             f"{path}: not a readable HDF5 file (truncated or another format): {err}"
         ) from None
@@ -68,24 +79,30 @@ def read_d4rl(path: str | Path) -> Dataset:
             mismatched lengths, NaN/inf, non-numeric dtypes, truncated or non-HDF5 files.
     """
     path = Path(path)
+    arrays: dict[str, np.ndarray] = {}
+    infos: dict[str, np.ndarray] = {}
     with _open(path) as handle:
-        missing = [key for key in REQUIRED if key not in handle]
-        if missing:
-            raise DatasetError(f"{path}: missing key(s) {', '.join(missing)}; {HOW_TO_MAKE}")
-        arrays: dict[str, np.ndarray] = {}
-        infos: dict[str, np.ndarray] = {}
         try:
+            missing = [key for key in REQUIRED if key not in handle]
+            if missing:
+                raise DatasetError(f"{path}: missing key(s) {', '.join(missing)}; {HOW_TO_MAKE}")
             for key in (*REQUIRED, *OPTIONAL):
                 if key in handle:
-                    arrays[key] = _checked(path, key, np.asarray(handle[key][()]))
+                    arrays[key] = _checked(path, key, _read_array(path, key, handle[key]))
             group = handle.get("infos")
             if isinstance(group, h5py.Group):
                 for key, item in group.items():
                     if isinstance(item, h5py.Dataset):
                         infos[key] = np.asarray(item[()])
             metadata = {key: _attr(value) for key, value in handle.attrs.items()}
-        except (OSError, KeyError, RuntimeError) as err:
-            raise DatasetError(f"{path}: could not read arrays (truncated file?): {err}") from None
+        except DatasetError:
+            raise
+        # A damaged file fails inside h5py with any of these (a garbled header, a bad type).
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError, MemoryError) as err:
+            detail = " ".join(str(err).split()) or type(err).__name__
+            raise DatasetError(
+                f"{path}: could not read arrays (truncated or corrupt file?): {detail}"
+            ) from None
     count = len(arrays["observations"])
     for key, array in [*arrays.items(), *((f"infos/{k}", v) for k, v in infos.items())]:
         if array.ndim == 0 or len(array) != count:
@@ -117,8 +134,10 @@ def read_d4rl(path: str | Path) -> Dataset:
 
 def _attr(value: Any) -> Any:
     """An HDF5 attribute as a Python value (JSON strings decoded, arrays as lists)."""
+    if isinstance(value, h5py.Empty):
+        return None
     if isinstance(value, bytes):
-        value = value.decode()
+        value = value.decode(errors="replace")  # metadata only: never fail a read over it
     if isinstance(value, str) and value[:1] in "[{":
         try:
             return json.loads(value)

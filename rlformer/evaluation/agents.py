@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 from rlformer.config import EnvConfig
 from rlformer.evaluation.runner import ActionSource, PolicyActions
@@ -51,9 +52,33 @@ def load_eval_agent(spec: str | Path, trust: bool = False) -> Agent:
     from rlformer.checkpoints import load_checkpoint
 
     payload = load_checkpoint(text, trust)
+    _require_finite_weights(payload, text)
     if payload.get("kind") == "dt":
         return _load_dt(text, payload)
     return _load_ppo(text, payload)
+
+
+def _require_finite_weights(payload: dict[str, Any], name: str) -> None:
+    """A :class:`CheckpointError` for NaN / inf weights (a damaged file or a diverged run),
+    which would otherwise act at random or fail mid-evaluation when sampling an action."""
+    from rlformer.checkpoints import CheckpointError
+
+    weights = payload.get("model")
+    if not isinstance(weights, dict):
+        return  # the model loader reports a missing or malformed entry
+    bad = [
+        key
+        for key, value in weights.items()
+        if isinstance(value, torch.Tensor)
+        and value.is_floating_point()
+        and not bool(torch.isfinite(value).all())
+    ]
+    if bad:
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        raise CheckpointError(
+            f"{name}: its weights hold NaN or inf ({bad[0]}{more}); the file is damaged or the "
+            "run diverged"
+        )
 
 
 def _load_sb3(text: str, trust: bool) -> Agent:

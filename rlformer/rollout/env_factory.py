@@ -113,6 +113,12 @@ def make_env(
         env = gym.make(env_id, **extra)
     except TypeError as err:
         raise EnvError(f"env {env_id!r} rejected env.kwargs {kwargs}: {err}") from None
+    except Exception as err:  # constructors check their kwargs with any exception type
+        detail = " ".join(str(err).split())
+        raise EnvError(
+            f"env {env_id!r} could not be built with env.kwargs {kwargs}: "
+            f"{type(err).__name__}: {detail}"
+        ) from None
     bare = [w for w in wrappers if w.unwrapped]
     if bare:
         # Some wrappers (popgym's) insist on the env class itself: wrap env.unwrapped, then put

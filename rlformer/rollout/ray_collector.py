@@ -266,8 +266,23 @@ class RayCollector:
             raise RolloutError(f"{method} on the rollout workers failed: {_describe(err)}") from err
 
     def get_state(self) -> list[dict[str, Any]]:
-        """Each worker's env / memory / RNG state, for a checkpoint (see RolloutWorker)."""
-        return self._call_all("get_state")
+        """Each worker's env / memory / RNG state, for a checkpoint (see RolloutWorker).
+
+        A worker that died since its last fragment is replaced first, within the restart
+        budget, exactly as :meth:`collect` would; its state is then its replacement's fresh one.
+        """
+        lost = (self._ray.exceptions.RayActorError, self._ray.exceptions.GetTimeoutError)
+        refs = [worker.get_state.remote() for worker in self.workers]
+        states = []
+        for index, ref in enumerate(refs):
+            while True:  # ends: a state, or RolloutError once the restart budget is spent
+                try:
+                    states.append(self._ray.get(ref, timeout=self.cfg.rollout.sample_timeout_s))
+                    break
+                except lost as err:
+                    self._replace(index, _describe(err))
+                    ref = self.workers[index].get_state.remote()
+        return states
 
     def set_state(self, states: list[dict[str, Any]]) -> None:
         """Restore the states of :meth:`get_state` (from either backend) into the actors."""

@@ -9,7 +9,7 @@ updates and the throughput ratio to RecurrentPPO, and draws one learning-curve P
 
     .venv/bin/python scripts/bench/memory_suite.py --tasks cartpole-novel --seeds 3
     .venv/bin/python scripts/bench/memory_suite.py --quick                   # smoke run
-    .venv/bin/python scripts/bench/memory_suite.py --report-only --out docs/memory_suite/results.jsonl
+    .venv/bin/python scripts/bench/memory_suite.py --report-only          # tables + PNGs again
 
 POPGym returns are on POPGym's own normalised scale ([-1, 1] per episode).
 """
