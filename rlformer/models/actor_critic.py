@@ -117,6 +117,15 @@ def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
     return layer
 
 
+def _rename_legacy_keys(
+    module: nn.Module, state_dict: dict[str, Any], prefix: str, *_: Any
+) -> None:
+    """Weights saved before the distributions moved to distributions.py kept the Gaussian's
+    log-std as ``log_std``; it is ``dist.log_std`` now."""
+    if prefix + "log_std" in state_dict and prefix + "dist.log_std" not in state_dict:
+        state_dict[prefix + "dist.log_std"] = state_dict.pop(prefix + "log_std")
+
+
 class ActorCritic(nn.Module):
     """Policy and value function over a (possibly shared) torso.
 
@@ -151,6 +160,7 @@ class ActorCritic(nn.Module):
         width = self.actor_torso.out_dim
         self.policy_head = _orthogonal(nn.Linear(width, self.dist.param_dim), 0.01)
         self.value_head = _orthogonal(nn.Linear(width, 1), 1.0)
+        self.register_load_state_dict_pre_hook(_rename_legacy_keys)
 
     @property
     def continuous(self) -> bool:

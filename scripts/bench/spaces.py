@@ -16,7 +16,8 @@ Tasks (synthetic envs whose step costs almost nothing, so the figures measure th
 
 Both agents step 8 envs in one process (SB3: DummyVecEnv; rlformer: the local collector) with
 rollouts of 128 steps, 4 epochs of 4 minibatches, one torch thread, and are timed from the first
-env step to the last update. Printed: env steps/s including updates and rlformer / SB3.
+env step to the last update. Printed: env steps/s including updates and rlformer / SB3 (with
+``--repeats N`` the agents run N times, interleaved, and the medians are printed).
 Optionally the GTrXL torso is timed as a third row (``--gtrxl``).
 """
 
@@ -147,18 +148,22 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4096, help="env steps per agent and task")
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--gtrxl", action="store_true", help="also time the GTrXL torso")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="interleaved repeats; medians are printed"
+    )
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     args = parser.parse_args()
     torch.set_num_threads(1)
     results: dict[str, dict[str, float]] = {}
     for task in args.tasks:
         env_id, policy, features = TASKS[task]
-        row = {
-            "sb3": run_sb3(env_id, policy, args.steps),
-            "rlformer_mlp": run_rlformer(env_id, features, args.steps, "mlp"),
-        }
-        if args.gtrxl:
-            row["rlformer_gtrxl"] = run_rlformer(env_id, features, args.steps, "gtrxl")
+        runs: dict[str, list[float]] = {"sb3": [], "rlformer_mlp": [], "rlformer_gtrxl": []}
+        for _ in range(args.repeats):  # interleaved, so load changes hit every agent alike
+            runs["sb3"].append(run_sb3(env_id, policy, args.steps))
+            runs["rlformer_mlp"].append(run_rlformer(env_id, features, args.steps, "mlp"))
+            if args.gtrxl:
+                runs["rlformer_gtrxl"].append(run_rlformer(env_id, features, args.steps, "gtrxl"))
+        row = {name: float(np.median(values)) for name, values in runs.items() if values}
         results[task] = row
         extra = f"  rlformer GTrXL {row['rlformer_gtrxl']:7.1f}" if "rlformer_gtrxl" in row else ""
         print(

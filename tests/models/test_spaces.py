@@ -151,3 +151,13 @@ def test_actor_critic_on_every_observation_kind() -> None:
         obs = to_torch(tree_stack([flatten_obs(space, space.sample()) for _ in range(2)]))
         out = model.act(obs, model.initial_state(2), torch.ones(2, dtype=torch.bool))
         assert out.action.shape == (2, 2) and torch.isfinite(out.log_prob).all(), kind
+
+
+def test_weights_saved_with_the_old_log_std_name_still_load() -> None:
+    space = spaces.Box(-1.0, 1.0, (3,), np.float32)
+    model = ActorCritic(space, spaces.Box(-1.0, 1.0, (2,), np.float32), ModelConfig(torso="mlp"))
+    old = dict(model.state_dict())
+    old["log_std"] = torch.full((2,), -0.7)
+    del old["dist.log_std"]
+    model.load_state_dict(old)
+    assert torch.equal(model.dist.log_std.detach(), torch.full((2,), -0.7))
