@@ -125,9 +125,7 @@ def _tensor_or_none(array: np.ndarray | None) -> torch.Tensor | None:
     return None if array is None else torch.as_tensor(np.asarray(array))
 
 
-def train_dt(
-    cfg: TrainConfig, resume_dir: str | Path | None = None, trust: bool = False
-) -> Any:
+def train_dt(cfg: TrainConfig, resume_dir: str | Path | None = None, trust: bool = False) -> Any:
     """Train (or resume) a DT run; returns a ``TrainResult``.
 
     Same guarantees as PPO's loop: exclusive run directory, checks of the run root before the
@@ -164,6 +162,7 @@ def train_dt(
     per_checkpoint = checkpoint_bytes_estimate(model)
     check_run_root(root, max(MIN_FREE_BYTES, (cfg.run.keep_checkpoints + 1) * per_checkpoint))
     with ExitStack() as run_scope:
+        stop = run_scope.enter_context(StopRequest())  # closed last: covers all clean-up
         if resume_dir is not None:
             run_dir = Path(resume_dir)
             run_scope.enter_context(RunLock(run_dir))
@@ -205,34 +204,32 @@ def train_dt(
             total=cfg.dt.train_steps, initial=learner.step, unit="step", disable=not interactive
         )
         checkpoint_every = cfg.run.checkpoint_every * cfg.dt.log_every
-        with StopRequest() as stop:
-            while learner.step < cfg.dt.train_steps:
-                try:
-                    if cfg.dt.memory_segments > 0:
-                        windows = sampler.sample_sequences(
-                            cfg.dt.batch_size, cfg.dt.memory_segments, rng
-                        )
-                        metrics = learner.update(windows)
-                    else:
-                        metrics = learner.update(sampler.sample(cfg.dt.batch_size, rng))
-                except NonFiniteError as err:
-                    bar.close()
-                    raise RunFailed(
-                        f"{err}; {run_dir} keeps its checkpoints up to the last good one"
-                    ) from None
-                bar.update(1)
-                if learner.step % cfg.dt.log_every == 0:
-                    logger.log(learner.step, metrics)
-                    bar.set_postfix_str(f"loss {metrics['loss/action']:.4f}")
-                done = learner.step == cfg.dt.train_steps
-                if learner.step % checkpoint_every == 0 or done or stop.requested:
-                    checkpoint()
-                if stop.requested and not done:
-                    bar.close()
-                    raise Interrupted(
-                        str(stop.signal_name), run_dir, learner.step, cfg.dt.train_steps
+        while learner.step < cfg.dt.train_steps:
+            try:
+                if cfg.dt.memory_segments > 0:
+                    windows = sampler.sample_sequences(
+                        cfg.dt.batch_size, cfg.dt.memory_segments, rng
                     )
+                    metrics = learner.update(windows)
+                else:
+                    metrics = learner.update(sampler.sample(cfg.dt.batch_size, rng))
+            except NonFiniteError as err:
+                bar.close()
+                raise RunFailed(
+                    f"{err}; {run_dir} keeps its checkpoints up to the last good one"
+                ) from None
+            bar.update(1)
+            if learner.step % cfg.dt.log_every == 0:
+                logger.log(learner.step, metrics)
+                bar.set_postfix_str(f"loss {metrics['loss/action']:.4f}")
+            done = learner.step == cfg.dt.train_steps
+            if learner.step % checkpoint_every == 0 or done or stop.requested:
+                checkpoint()
+            if stop.requested and not done:
+                bar.close()
+                raise Interrupted(str(stop.signal_name), run_dir, learner.step, cfg.dt.train_steps)
         bar.close()
+        stop.restore()  # Ctrl-C during the final evaluation just interrupts it
 
         policy = DTPolicy(
             model.cpu(),

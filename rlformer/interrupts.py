@@ -44,6 +44,10 @@ class Interrupted(Exception):
 class StopRequest:
     """Installs SIGINT/SIGTERM handlers for the duration of a ``with`` block.
 
+    Enter it before the resources a stopped run must close (Ray, writers, the run lock), so a
+    second signal during that clean-up still stops at once; :meth:`restore` hands signals back
+    early, e.g. before a final evaluation that Ctrl-C should simply interrupt.
+
     Outside the main thread (where Python cannot install handlers) it does nothing, and
     ``requested`` stays False.
     """
@@ -80,7 +84,11 @@ class StopRequest:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def restore(self) -> None:
+        """Put the previous handlers back (idempotent)."""
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()

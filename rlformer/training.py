@@ -185,7 +185,8 @@ def train(
     root = Path(resume_dir).parent if resume_dir is not None else Path(cfg.run.root)
     per_checkpoint = checkpoint_bytes_estimate(model)
     check_run_root(root, max(MIN_FREE_BYTES, (cfg.run.keep_checkpoints + 1) * per_checkpoint))
-    with ExitStack() as run_scope:  # held until the end: the run directory's lock and logs
+    with ExitStack() as run_scope:  # held until the end: signals, the run's lock and logs
+        stop = run_scope.enter_context(StopRequest())  # closed last: covers all clean-up
         if resume_dir is not None:
             run_dir = Path(resume_dir)
             run_scope.enter_context(RunLock(run_dir))
@@ -200,7 +201,7 @@ def train(
             start_iteration = 0
             logger = MetricsLogger(run_dir)
         run_scope.callback(logger.close)
-        with ExitStack() as loop_scope:  # collector (Ray), progress bar, signal handlers
+        with ExitStack() as loop_scope:  # collector (Ray), progress bar
             collector = make_collector(cfg)
             loop_scope.callback(collector.close)
             recent_returns: list[float] = []
@@ -257,7 +258,6 @@ def train(
                 total=iterations, initial=start_iteration, unit="it", disable=not interactive
             )
             loop_scope.callback(bar.close)
-            stop = loop_scope.enter_context(StopRequest())
             for iteration in range(start_iteration, iterations):
                 started = time.perf_counter()
                 try:
@@ -295,12 +295,11 @@ def train(
                     and cfg.run.progress
                     and (done or (iteration + 1) % max(1, iterations // 10) == 0)
                 ):
-                    _log_line(
-                        f"iteration {iteration + 1}/{iterations} steps {env_steps} {summary}"
-                    )
+                    _log_line(f"iteration {iteration + 1}/{iterations} steps {env_steps} {summary}")
                 if stop.requested and not done:
                     raise Interrupted(str(stop.signal_name), run_dir, iteration + 1, iterations)
 
+        stop.restore()  # Ctrl-C during the final evaluation just interrupts it
         evaluation = None
         if cfg.eval.episodes > 0:
             results = run_episodes(
