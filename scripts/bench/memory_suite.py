@@ -69,10 +69,16 @@ TASKS: dict[str, Task] = {
     "minigrid-memory-s11": Task("memory/minigrid_memory_s11.yaml", 1_000_000),
 }
 
-# sb3-contrib RecurrentPPO settings from rl-baselines3-zoo where the zoo has the task (its
-# CartPoleNoVel-v1 entry); elsewhere the rlformer config's rollout shape and learning rate.
-ZOO = {
-    "cartpole-novel": {
+def _linear(start: float) -> Any:
+    """The zoo's ``lin_X`` schedule: X decayed linearly to 0 over training."""
+    return lambda progress_remaining: progress_remaining * start
+
+
+def _zoo_cartpole_novel() -> dict[str, Any]:
+    """rl-baselines3-zoo's RecurrentPPO entry for CartPoleNoVel-v1 (its model card)."""
+    from torch import nn
+
+    return {
         "n_envs": 8,
         "n_steps": 32,
         "batch_size": 256,
@@ -80,11 +86,22 @@ ZOO = {
         "gamma": 0.98,
         "n_epochs": 20,
         "ent_coef": 0.0,
-        "learning_rate": 1e-3,
-        "normalize": True,
-        "lstm_hidden_size": 64,
+        "learning_rate": _linear(1e-3),
+        "clip_range": _linear(0.2),
+        "normalize_obs": True,
+        "policy_kwargs": {
+            "ortho_init": False,
+            "activation_fn": nn.ReLU,
+            "lstm_hidden_size": 64,
+            "enable_critic_lstm": True,
+            "net_arch": {"pi": [64], "vf": [64]},
+        },
     }
-}
+
+
+# sb3-contrib RecurrentPPO settings from rl-baselines3-zoo where the zoo has the task; elsewhere
+# the rlformer config's rollout shape, learning rate, epochs and discounting.
+ZOO = {"cartpole-novel": _zoo_cartpole_novel}
 
 
 @dataclass
@@ -144,7 +161,7 @@ def run_rlformer(name: str, agent: str, steps: int, seed: int, episodes: int, ro
     )
 
 
-def _sb3_env(cfg: TrainConfig, n_envs: int, seed: int, normalize: bool) -> Any:
+def _sb3_env(cfg: TrainConfig, n_envs: int, seed: int, normalize_obs: bool) -> Any:
     """SB3 vector env of the same env (imports, wrappers); Tuple observations flattened."""
     import gymnasium as gym
     from stable_baselines3.common.env_util import make_vec_env
@@ -157,7 +174,7 @@ def _sb3_env(cfg: TrainConfig, n_envs: int, seed: int, normalize: bool) -> Any:
         return env
 
     venv = make_vec_env(make, n_envs=n_envs, seed=seed)
-    return VecNormalize(venv, norm_reward=True) if normalize else venv
+    return VecNormalize(venv, norm_reward=False) if normalize_obs else venv
 
 
 def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: Path) -> Result:
@@ -167,10 +184,11 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
     from stable_baselines3.common.evaluation import evaluate_policy
 
     cfg = task_config(TASKS[name], steps, seed, root)
-    zoo = dict(ZOO.get(name, {})) if agent == "recurrent_ppo" else {}
+    zoo = ZOO[name]() if agent == "recurrent_ppo" and name in ZOO else {}
     n_envs = zoo.pop("n_envs", cfg.rollout.envs_per_worker)
-    normalize = zoo.pop("normalize", False)
-    hidden = zoo.pop("lstm_hidden_size", cfg.model.recurrent_hidden)
+    normalize = zoo.pop("normalize_obs", False)
+    default_kwargs = {"lstm_hidden_size": cfg.model.recurrent_hidden, "enable_critic_lstm": True}
+    policy_kwargs = zoo.pop("policy_kwargs", default_kwargs)
     settings = {
         "n_steps": cfg.rollout.fragment_length,
         "batch_size": n_envs * cfg.rollout.fragment_length // cfg.ppo.num_minibatches,
@@ -183,7 +201,6 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
     }
     venv = _sb3_env(cfg, n_envs, seed, normalize)
     if agent == "recurrent_ppo":
-        policy_kwargs = {"lstm_hidden_size": hidden, "enable_critic_lstm": True}
         model = RecurrentPPO(
             "MlpLstmPolicy", venv, seed=seed, device="cpu", policy_kwargs=policy_kwargs, **settings
         )
@@ -205,7 +222,7 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
     model.learn(total_timesteps=steps, callback=Curve())
     seconds = time.perf_counter() - started
     if normalize:
-        venv.training, venv.norm_reward = False, False
+        venv.training = False  # evaluate with the statistics frozen
     returns, _ = evaluate_policy(
         model, venv, n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True
     )
