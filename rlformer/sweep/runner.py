@@ -153,7 +153,10 @@ def run_sweep(sweep: Sweep, address: str | None = None, verbose: int = 1) -> Swe
                     storage_path=str(sweep.directory),
                     verbose=verbose,
                     progress_reporter=tune.CLIReporter(
-                        metric_columns=["iteration", spec.metric], max_report_frequency=30
+                        metric_columns=["iteration", spec.metric],
+                        parameter_columns={"trial": "trial"},
+                        max_report_frequency=30,
+                        max_progress_rows=50,
                     ),
                 ),
             )
@@ -202,6 +205,7 @@ def _outcome(sweep: Sweep, grid: Any) -> SweepOutcome:
 # ----------------------------------------------------------------- inside a Tune trial
 def run_trial(config: dict[str, Any], trials: dict[str, dict[str, Any]], metric: str) -> None:
     """The Tune trainable: train (or resume, or just re-report) one trial's rlformer run."""
+    import ray
     import torch
     from ray import tune
 
@@ -236,6 +240,7 @@ def run_trial(config: dict[str, Any], trials: dict[str, dict[str, Any]], metric:
 
     result = train(cfg, resume_dir=run_dir, on_iteration=report)
     final = _final_metrics(result.run_dir, metric, result.iterations)
+    final["node_id"] = ray.get_runtime_context().get_node_id()  # where it ran (clusters)
     _atomic_json(done, final)
     tune.report(final)
 
