@@ -5,6 +5,7 @@ Layout of a sweep folder (``sweeps/NAME/`` unless ``--dir``)::
     sweep.json                   the trials (name, task, variant, axis values, seed) and metrics
     trials/<trial>/run-*/        the trial's run directory (config, metrics, tb/, checkpoints/)
     trials/<trial>/done.json     written when the trial's run finished: its final metrics
+    trials/<trial>/attempts.jsonl  one line per attempt: the first iteration it trained
     tune/                        Ray Tune's experiment state (Tuner.restore continues it)
 
 Restarting the same command continues the sweep: Tune restores its experiment and re-launches
@@ -235,7 +236,14 @@ def run_trial(config: dict[str, Any], trials: dict[str, dict[str, Any]], metric:
             _remove_tree(run_dir)
             run_dir = None
 
+    first = True
+
     def report(iteration: int, metrics: dict[str, float]) -> None:
+        nonlocal first
+        if first:  # one line per attempt: a resumed trial shows where it picked up
+            first = False
+            with open(folder / "attempts.jsonl", "a") as f:
+                f.write(json.dumps({"first_iteration": iteration, "pid": os.getpid()}) + "\n")
         tune.report({**metrics, "iteration": iteration, metric: metrics.get(metric, math.nan)})
 
     result = train(cfg, resume_dir=run_dir, on_iteration=report)
