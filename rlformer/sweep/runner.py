@@ -236,7 +236,7 @@ def run_trial(config: dict[str, Any], trials: dict[str, dict[str, Any]], metric:
             _remove_tree(run_dir)
             run_dir = None
 
-    first = True
+    first, total = True, _iterations(cfg)
 
     def report(iteration: int, metrics: dict[str, float]) -> None:
         nonlocal first
@@ -244,6 +244,8 @@ def run_trial(config: dict[str, Any], trials: dict[str, dict[str, Any]], metric:
             first = False
             with open(folder / "attempts.jsonl", "a") as f:
                 f.write(json.dumps({"first_iteration": iteration, "pid": os.getpid()}) + "\n")
+        if iteration == total:  # reported after the final evaluation instead (below), so a
+            return  # scheduler's stop at max_t never cuts a finished run short of its eval
         tune.report({**metrics, "iteration": iteration, metric: metrics.get(metric, math.nan)})
 
     result = train(cfg, resume_dir=run_dir, on_iteration=report)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def test_tiny_sweep_local_and_ray_rollouts(tmp_path: Path) -> None:
         assert done["iteration"] == 4 and "eval/success_rate" in done
         # Tune saw every iteration (what its schedulers act on).
         results = (tmp_path / "s" / "tune" / name / "result.json").read_text().splitlines()
-        assert [json.loads(r)["iteration"] for r in results][:4] == [1, 2, 3, 4]
+        assert [json.loads(r)["iteration"] for r in results] == [1, 2, 3, 4]
     report = _run("sweep", "report", str(tmp_path / "s"), "--csv", str(tmp_path / "r.csv"))
     assert "| rlformer/TMaze-v0 | backend=ray | 2 |" in report.stdout
     # The same command on a finished sweep trains nothing again.
@@ -198,3 +199,26 @@ def test_sweep_trials_land_on_both_nodes_of_a_cluster(tmp_path: Path) -> None:
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_asha_scheduler_stops_trials_early(tmp_path: Path) -> None:
+    """Tune's ASHA acts on the per-iteration metric; stopped trials keep their run dirs."""
+    path = _sweep_file(
+        tmp_path,
+        axes={"ppo.learning_rate": [1e-5, 1e-4, 1e-3, 3e-3]},
+        metric="rollout/return_mean",
+        scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 4},
+        max_concurrent=4,
+        set={"ppo.total_steps": 16 * 64},
+    )
+    out = _run("sweep", str(path), "--dir", str(tmp_path / "s"))
+    match = re.search(r"(\d+) finished, (\d+) stopped early, 0 failed", out.stdout)
+    assert match is not None, out.stdout[-2000:]
+    finished, stopped = int(match[1]), int(match[2])
+    assert finished + stopped == 4 and finished >= 1, out.stdout[-2000:]
+    for trial in _trial_dirs(tmp_path / "s").values():
+        steps = _steps(_run_dir(trial))
+        assert steps == [64 * (i + 1) for i in range(len(steps))]
+        assert (len(steps) == 16) == (trial / "done.json").exists()
+    report = _run("sweep", "report", str(tmp_path / "s"), "--metric", "rollout/return_mean")
+    assert "ppo.learning_rate" not in report.stderr
