@@ -402,10 +402,14 @@ def sweep_run(
         outcome = run_sweep(sweep, address)
     except _user_errors() as err:
         fail(str(err))
+    # Without a scheduler nothing stops a trial early: an unfinished one was interrupted.
+    label = "stopped early" if sweep.spec.scheduler is not None else "unfinished"
     typer.echo(
         f"sweep {outcome.directory}: {len(outcome.finished)} finished, "
-        f"{len(outcome.stopped_early)} stopped early, {len(outcome.errored)} failed"
+        f"{len(outcome.stopped_early)} {label}, {len(outcome.errored)} failed"
     )
+    if outcome.stopped_early and sweep.spec.scheduler is None:
+        typer.echo("run the same command again to continue the unfinished trials", err=True)
     for name, error in outcome.errored.items():
         typer.echo(f"failed: {name}: {error}", err=True)
     typer.echo(f"report: rlformer sweep report {outcome.directory}")

@@ -71,7 +71,7 @@ def test_tiny_sweep_local_and_ray_rollouts(tmp_path: Path) -> None:
     """2 x 2 trials: local rollouts and Ray rollout actors inside the sweep's own Ray."""
     path = _sweep_file(tmp_path, axes={"rollout.backend": ["local", "ray"]}, seeds=2)
     out = _run("sweep", str(path), "--dir", str(tmp_path / "s"))
-    assert "4 finished, 0 stopped early, 0 failed" in out.stdout
+    assert "4 finished, 0 unfinished, 0 failed" in out.stdout
     trials = _trial_dirs(tmp_path / "s")
     assert sorted(trials) == [
         "backend=local__seed0",
@@ -147,7 +147,7 @@ def test_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path: Path) 
 
     out = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr
-    assert "4 finished, 0 stopped early, 0 failed" in out.stdout
+    assert "4 finished, 0 unfinished, 0 failed" in out.stdout
     trials = _trial_dirs(sweep_dir)
     resumed = 0
     for name, trial in trials.items():
