@@ -17,6 +17,7 @@ no finished run is trained twice, even one that finished after Tune's last state
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import time
@@ -104,6 +105,10 @@ def run_sweep(sweep: Sweep, address: str | None = None, verbose: int = 1) -> Swe
     import ray
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
+
+    # Tune warns about every trial that had not reported yet when the sweep stopped; the
+    # summary at the end says the same in one line.
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
 
     sweep.directory.mkdir(parents=True, exist_ok=True)
     (sweep.directory / "sweep.json").write_text(json.dumps(_index(sweep), indent=1))
