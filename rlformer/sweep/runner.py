@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +119,13 @@ def run_sweep(sweep: Sweep, address: str | None = None, verbose: int = 1) -> Swe
         if address is None:
             ray.init(include_dashboard=False, **options)
         else:
-            ray.init(address=address, **options)
+            _check_reachable(address)
+            try:
+                ray.init(address=address, **options)
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                raise ConfigError(
+                    f"--address {address}: cannot join a Ray cluster: {err}"
+                ) from None
     try:
         spec = sweep.spec
         trials = {t.name: t.config.model_dump(mode="json") for t in sweep.trials}
@@ -173,6 +180,20 @@ def run_sweep(sweep: Sweep, address: str | None = None, verbose: int = 1) -> Swe
     return _outcome(sweep, grid)
 
 
+def _check_reachable(address: str) -> None:
+    """Fail in seconds, not minutes, when a ``host:port`` address has nothing listening."""
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return  # 'auto' (Ray looks for a local cluster) or a scheme Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as err:
+        raise ConfigError(
+            f"--address {address}: no Ray cluster answers there ({err.strerror or err}); start "
+            "one with `ray start --head` or leave out --address for an embedded Ray"
+        ) from None
+
+
 def _trial_name(trial: Any) -> str:
     return str(trial.config["trial"])
 
@@ -198,7 +219,8 @@ def _resources(sweep: Sweep, cfg: TrainConfig) -> Any:
 def _outcome(sweep: Sweep, grid: Any) -> SweepOutcome:
     finished, stopped, errored = [], [], {}
     for result in grid:
-        name = str(result.config["trial"])
+        # A trial that failed before it started has no config; its folder carries its name.
+        name = str(result.config["trial"]) if result.config else Path(result.path).name
         if result.error is not None:
             errored[name] = str(result.error).strip().splitlines()[-1][:300]
         elif (sweep.directory / "trials" / name / "done.json").exists():
