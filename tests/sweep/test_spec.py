@@ -163,3 +163,31 @@ def test_cli_dry_run_lists_trials_and_unknown_env_is_refused(tmp_path: Path) -> 
     )
     assert result.returncode == 2 and "NoSuchEnv" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_cli_unreachable_cluster_address_is_one_error_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = _write(tmp_path)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlformer.cli",
+            "sweep",
+            str(path),
+            "--dir",
+            str(tmp_path / "d"),
+            "--address",
+            f"127.0.0.1:{port}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no Ray cluster answers there" in lines[0], result.stderr
