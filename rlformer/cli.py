@@ -383,7 +383,7 @@ def sweep_run(
     """Run a sweep file's trials on Ray Tune (same command again: continue a killed sweep).
 
     Each trial is an ordinary run directory under DIR/trials/; Tune's state lives in DIR/tune/.
-    Exit status 1 when a trial failed (the others still ran).
+    Exit status 1 when a trial failed (the others still ran), 130 when interrupted (Ctrl-C).
     """
     from rlformer.sweep.spec import load_sweep
 
@@ -415,6 +415,8 @@ def sweep_run(
     typer.echo(f"report: rlformer sweep report {outcome.directory}")
     if outcome.errored:
         raise typer.Exit(RUN_FAILED_EXIT)
+    if outcome.stopped_early and sweep.spec.scheduler is None:
+        raise typer.Exit(130)  # interrupted (Tune ends the run on SIGINT and saves its state)
 
 
 @sweep_app.command("report")
