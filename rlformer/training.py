@@ -145,8 +145,8 @@ def train(
         cfg: The resolved config.
         resume_dir: Continue this run directory from its newest readable checkpoint.
         trust: Restore env states even if another user or machine wrote them (unpickles).
-        on_iteration: Called with (iteration, metrics) after each iteration is logged and
-            checkpointed (a sweep reports to Ray Tune from here). PPO runs only.
+        on_iteration: Called with (iteration, metrics) after each iteration is logged (and
+            checkpointed when due); a sweep reports to Ray Tune from here. PPO runs only.
 
     Raises:
         Interrupted: SIGINT/SIGTERM arrived; a checkpoint was written first.
