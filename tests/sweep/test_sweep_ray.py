@@ -115,22 +115,35 @@ def test_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path: Path) 
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     trials_root = sweep_dir / "trials"
 
-    def state() -> tuple[list[Path], list[Path]]:
+    def checkpointed_iteration(trial: Path) -> int:
+        """Iteration of the trial's newest checkpoint (0: none yet)."""
+        for latest in trial.glob("run-*/checkpoints/latest"):
+            name = latest.read_text().strip()  # ckpt_<env steps>.pt
+            if name:
+                return int(name.split("_")[1].split(".")[0]) // 64
+        return 0
+
+    def state() -> tuple[list[Path], dict[str, int]]:
         trials = sorted(trials_root.iterdir()) if trials_root.exists() else []
         done = [t for t in trials if (t / "done.json").exists()]
-        started = [t for t in trials if t not in done and any(t.glob("run-*/checkpoints/latest"))]
-        return done, started
+        # Mid-run: a checkpoint, and still several iterations (not just the evaluation) to go.
+        mid_run = {
+            t.name: k
+            for t in trials
+            if t not in done and 2 <= (k := checkpointed_iteration(t)) <= iterations - 6
+        }
+        return done, mid_run
 
     deadline = time.monotonic() + 400
     try:
-        while True:  # SIGKILL once a trial finished and another has a checkpoint, unfinished
-            done, interrupted = state()
-            if done and interrupted:
+        while True:  # SIGKILL once a trial finished and another is mid-run
+            done, mid_run = state()
+            if done and mid_run:
+                os.kill(process.pid, signal.SIGKILL)
                 break
             assert process.poll() is None, "the sweep ended before it could be killed"
             assert time.monotonic() < deadline, "no kill point reached"
-            time.sleep(0.1)
-        os.kill(process.pid, signal.SIGKILL)
+            time.sleep(0.05)
     finally:
         process.kill()
         process.wait()
@@ -139,11 +152,13 @@ def test_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path: Path) 
         t.name: ((_run_dir(t) / "metrics.jsonl").read_bytes(), (t / "done.json").stat().st_mtime)
         for t in done
     }
+    # Unfinished trials that had written a checkpoint (the others start over, in a new run dir).
     unfinished = {
         t.name: _run_dir(t).name
         for t in trials_root.iterdir()
-        if t.name not in finished_before and list(t.glob("run-*"))
+        if t.name not in finished_before and checkpointed_iteration(t) > 0
     }
+    assert set(mid_run) <= set(unfinished)
 
     out = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr
@@ -159,15 +174,15 @@ def test_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path: Path) 
             assert (trial / "done.json").stat().st_mtime == finished_before[name][1]
             assert len(attempts) == 1
         elif name in unfinished:  # same run directory, continued from its checkpoint
+            # (one killed before its first checkpoint started over: only one run dir is left)
             assert run.name == unfinished[name]
             first = [a["first_iteration"] for a in attempts]
-            if len(first) == 2:
-                resumed += 1
+            if name in mid_run:  # resumed from a checkpoint at or after the one seen
                 checkpointed = first[1] - 1
-                assert checkpointed >= 2 and checkpointed % 2 == 0, first
-            else:  # killed before its first iteration was reported: started over
-                assert first == [1]
-    assert resumed >= 1
+                assert len(first) == 2 and checkpointed >= mid_run[name], first
+                assert checkpointed % 2 == 0, first  # checkpoint_every: 2
+                resumed += 1
+    assert resumed == len(mid_run) >= 1
 
 
 def test_sweep_trials_land_on_both_nodes_of_a_cluster(tmp_path: Path) -> None:
