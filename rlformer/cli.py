@@ -14,6 +14,17 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from typer.core import TyperGroup
+
+
+class _SweepGroup(TyperGroup):
+    """``rlformer sweep FILE`` means ``rlformer sweep run FILE``; ``report`` stays a command."""
+
+    def parse_args(self, ctx, args):  # noqa: ANN001, ANN201 - click's signature
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
 
 app = typer.Typer(
     name="rlformer",
@@ -24,6 +35,13 @@ app = typer.Typer(
 )
 dataset_app = typer.Typer(help="Inspect offline datasets.", no_args_is_help=True)
 app.add_typer(dataset_app, name="dataset")
+sweep_app = typer.Typer(
+    cls=_SweepGroup,
+    help="Seeds x variants x tasks as Ray Tune trials: `rlformer sweep FILE` runs (or resumes) "
+    "a sweep, `rlformer sweep report DIR` summarises one.",
+    no_args_is_help=True,
+)
+app.add_typer(sweep_app, name="sweep")
 
 USER_ERROR_EXIT = 2
 RUN_FAILED_EXIT = 1
@@ -373,6 +391,105 @@ def dataset_info(
     except _user_errors() as err:
         fail(str(err))
     typer.echo(format_summary(summarize_dataset(dataset)))
+
+
+@sweep_app.command("run")
+def sweep_run(
+    file: Annotated[Path, typer.Argument(help="Sweep file (configs/sweeps/*.yaml).")],
+    address: Annotated[
+        str | None,
+        typer.Option(help="Join a running Ray cluster ('auto' or host:port); default: embedded."),
+    ] = None,
+    dir_: Annotated[
+        Path | None,
+        typer.Option("--dir", help="Sweep folder (default: the file's `dir`, else sweeps/NAME)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option(help="Validate the file and list the trials, then stop.")
+    ] = False,
+) -> None:
+    """Run a sweep file's trials on Ray Tune (same command again: continue a killed sweep).
+
+    Each trial is an ordinary run directory under DIR/trials/; Tune's state lives in DIR/tune/.
+    Exit status 1 when a trial failed (the others still ran), 130 when interrupted (Ctrl-C).
+    """
+    from rlformer.sweep.spec import load_sweep
+
+    try:
+        sweep = load_sweep(file, dir_)
+        if dry_run:
+            from rlformer.sweep.runner import check_sweep
+
+            check_sweep(sweep)
+            for trial in sweep.trials:
+                typer.echo(trial.name)
+            typer.echo(f"ok: {len(sweep.trials)} trials, folder {sweep.directory}")
+            return
+        from rlformer.sweep.runner import run_sweep
+
+        outcome = run_sweep(sweep, address)
+    except _user_errors() as err:
+        fail(str(err))
+    # Without a scheduler nothing stops a trial early: an unfinished one was interrupted.
+    label = "stopped early" if sweep.spec.scheduler is not None else "unfinished"
+    typer.echo(
+        f"sweep {outcome.directory}: {len(outcome.finished)} finished, "
+        f"{len(outcome.stopped_early)} {label}, {len(outcome.errored)} failed"
+    )
+    if outcome.stopped_early and sweep.spec.scheduler is None:
+        typer.echo("run the same command again to continue the unfinished trials", err=True)
+    for name, error in outcome.errored.items():
+        typer.echo(f"failed: {name}: {error}", err=True)
+    typer.echo(f"report: rlformer sweep report {outcome.directory}")
+    if outcome.errored:
+        raise typer.Exit(RUN_FAILED_EXIT)
+    if outcome.stopped_early and sweep.spec.scheduler is None:
+        raise typer.Exit(130)  # interrupted (Tune ends the run on SIGINT and saves its state)
+
+
+@sweep_app.command("report")
+def sweep_report(
+    directory: Annotated[Path, typer.Argument(help="A sweep folder (holds sweep.json).")],
+    metric: Annotated[
+        str | None, typer.Option(help="Final score to compare (default: the sweep's `score`).")
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the table as JSON.")
+    ] = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="Write the table as CSV.")] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="PNG: final scores per variant (95% CIs) and learning curves."),
+    ] = None,
+) -> None:
+    """One table across variants and tasks: mean, IQM and bootstrap 95% CIs over seeds."""
+    from rlformer.sweep.report import (
+        format_table,
+        load_sweep_results,
+        plot_sweep,
+        summarize,
+        write_csv,
+        write_json,
+    )
+
+    for out in (json_out, csv_out, plot):
+        if out is not None:
+            _check_writable(out)
+    try:
+        results = load_sweep_results(directory, metric)
+    except (ValueError, FileNotFoundError) as err:
+        fail(str(err))
+    rows = summarize(results)
+    typer.echo(format_table(rows, results))
+    if json_out is not None:
+        write_json(rows, results, json_out)
+        typer.echo(f"wrote {json_out}")
+    if csv_out is not None:
+        write_csv(rows, csv_out)
+        typer.echo(f"wrote {csv_out}")
+    if plot is not None:
+        plot_sweep(results, rows, plot)
+        typer.echo(f"wrote {plot}")
 
 
 @app.command("config-doc")

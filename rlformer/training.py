@@ -11,6 +11,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,7 +152,10 @@ def checkpoint_bytes_estimate(model: torch.nn.Module) -> int:
 
 
 def train(
-    cfg: TrainConfig, resume_dir: str | Path | None = None, trust: bool = False
+    cfg: TrainConfig,
+    resume_dir: str | Path | None = None,
+    trust: bool = False,
+    on_iteration: Callable[[int, dict[str, float]], None] | None = None,
 ) -> TrainResult:
     """Train (or resume) the run described by ``cfg``; returns where it was written.
 
@@ -159,6 +163,8 @@ def train(
         cfg: The resolved config.
         resume_dir: Continue this run directory from its newest readable checkpoint.
         trust: Restore env states even if another user or machine wrote them (unpickles).
+        on_iteration: Called with (iteration, metrics) after each iteration is logged (and
+            checkpointed when due); a sweep reports to Ray Tune from here. PPO runs only.
 
     Raises:
         Interrupted: SIGINT/SIGTERM arrived; a checkpoint was written first.
@@ -295,7 +301,11 @@ def train(
                     and cfg.run.progress
                     and (done or (iteration + 1) % max(1, iterations // 10) == 0)
                 ):
-                    _log_line(f"iteration {iteration + 1}/{iterations} steps {env_steps} {summary}")
+                    _log_line(
+                        f"iteration {iteration + 1}/{iterations} steps {env_steps} {summary}"
+                    )
+                if on_iteration is not None:
+                    on_iteration(iteration + 1, {"env_steps": env_steps, **metrics})
                 if stop.requested and not done:
                     raise Interrupted(str(stop.signal_name), run_dir, iteration + 1, iterations)
 
