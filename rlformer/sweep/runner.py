@@ -46,7 +46,7 @@ class SweepOutcome:
 
 def check_sweep(sweep: Sweep) -> None:
     """Fail before Ray starts: every task's env builds, the folder belongs to this sweep."""
-    from rlformer.rollout.env_factory import make_env
+    from rlformer.rollout.env_factory import check_spaces, env_from_config
     from rlformer.runs import check_run_root
 
     seen = set()
@@ -57,7 +57,11 @@ def check_sweep(sweep: Sweep) -> None:
             continue
         seen.add(key)
         try:
-            make_env(env.id, env.kwargs, env.max_episode_steps).close()
+            built = env_from_config(env)  # imports and wrappers included
+            try:
+                check_spaces(built.observation_space, built.action_space, env)
+            finally:
+                built.close()
         except Exception as err:  # noqa: BLE001 - any failure to build the env is the user's
             raise ConfigError(f"{sweep.source}: trial {trial.name}: env {env.id}: {err}") from None
     check_run_root(sweep.directory)

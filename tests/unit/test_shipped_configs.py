@@ -42,3 +42,16 @@ def test_eval_suite_tasks_construct(path: Path) -> None:
 
 def test_memory_and_mujoco_suites_are_shipped() -> None:
     assert {"memory", "mujoco", "pomdp", "popgym", "minigrid"} <= {p.stem for p in SUITES}
+
+
+SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=[p.name for p in SWEEPS])
+def test_shipped_sweeps_expand_and_build_their_envs(path: Path, tmp_path: Path) -> None:
+    from rlformer.sweep.runner import check_sweep
+    from rlformer.sweep.spec import load_sweep
+
+    sweep = load_sweep(path, tmp_path / "sweep")
+    check_sweep(sweep)  # every trial's config validates and every task's env builds
+    assert len(sweep.trials) >= 9 and {"gates", "torsos"} <= {p.stem for p in SWEEPS}
