@@ -70,11 +70,20 @@ def load_sweep_results(directory: str | Path, score: str | None = None) -> Sweep
         raise FileNotFoundError(f"{directory}: not a sweep folder (no sweep.json)")
     index = json.loads(index_path.read_text())
     metric, score_metric = index["metric"], score or index["score"]
-    trials = []
+    logged: dict[str, list[dict[str, float]]] = {}
     for entry in index["trials"]:
         folder = Path(entry["config"]["run"]["root"])
         runs = sorted(p for p in folder.glob("run-*") if (p / "metrics.jsonl").is_file())
-        rows = read_metrics(runs[-1]) if runs else []
+        logged[entry["name"]] = read_metrics(runs[-1]) if runs else []
+    rollout_twin = score_metric.replace("eval/", "rollout/", 1)
+    if not any(metric in r for rows in logged.values() for r in rows) and any(
+        rollout_twin in r for rows in logged.values() for r in rows
+    ):
+        metric = rollout_twin  # e.g. no success rate on POPGym: draw the return instead
+    trials = []
+    for entry in index["trials"]:
+        folder = Path(entry["config"]["run"]["root"])
+        rows = logged[entry["name"]]
         curve = [(int(r["step"]), float(r[metric])) for r in rows if metric in r]
         scores = [float(r[score_metric]) for r in rows if score_metric in r]
         trials.append(
