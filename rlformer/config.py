@@ -300,11 +300,54 @@ class DTConfig(StrictModel):
         return value
 
 
+class ODTConfig(StrictModel):
+    """Online Decision Transformer settings (``algo: odt``); the network, context, batch and
+    optimiser are ``dt``'s. Defaults are those of the ODT paper's gym setup (Zheng et al. 2022)
+    except where a description says otherwise."""
+
+    init_from: str | None = Field(
+        None,
+        description="DT or ODT checkpoint (file or run directory) to fine-tune; null: pretrain "
+        "on dt.dataset for odt.pretrain_steps first.",
+    )
+    pretrain_steps: int = Field(
+        5000, ge=0, description="Offline gradient steps before going online (paper: 5000)."
+    )
+    online_steps: int = Field(
+        200_000,
+        ge=1,
+        description="Env steps collected online (paper: up to 1M; a CPU-sized default here).",
+    )
+    updates_per_iteration: int = Field(
+        300, ge=1, description="Gradient steps on the replay buffer after each collection."
+    )
+    replay_size: int = Field(
+        1000, ge=1, description="Trajectories in the FIFO replay buffer (seeded with the best "
+        "offline ones)."
+    )
+    exploration_return: float | None = Field(
+        None,
+        description="Target return the rollouts are conditioned on; null: twice the largest "
+        "dt.target_returns (the paper's ratio, e.g. 7200 vs 3600 on Hopper).",
+    )
+    init_temperature: float = Field(0.1, gt=0, description="Initial entropy weight alpha.")
+    temperature_learning_rate: float = Field(
+        1e-4, gt=0, description="Adam learning rate of log(alpha)."
+    )
+    target_entropy: float | None = Field(
+        None,
+        description="Entropy alpha steers toward; null: -action dimension (continuous, paper) "
+        "or 0.3*ln(n) for n discrete actions (rlformer's choice).",
+    )
+
+
 class TrainConfig(StrictModel):
     """Everything one ``rlformer train`` run needs."""
 
-    algo: Literal["ppo", "dt"] = Field(
-        "ppo", description="ppo: online GTrXL-PPO; dt: offline Decision Transformer."
+    algo: Literal["ppo", "dt", "odt"] = Field(
+        "ppo",
+        description="ppo: online GTrXL-PPO; dt: offline Decision Transformer; odt: Online "
+        "Decision Transformer (DT fine-tuned on its own rollouts).",
     )
     run: RunConfig = Field(default_factory=RunConfig, description="Run directory, seed, device.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment.")
@@ -315,9 +358,12 @@ class TrainConfig(StrictModel):
     ppo: PPOConfig = Field(default_factory=PPOConfig, description="PPO learner.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Final evaluation.")
     dt: DTConfig = Field(default_factory=DTConfig, description="Decision Transformer learner.")
+    odt: ODTConfig = Field(default_factory=ODTConfig, description="Online Decision Transformer.")
 
     @model_validator(mode="after")
     def _minibatches_fit(self) -> TrainConfig:
+        if self.algo != "ppo":
+            return self  # other algorithms do not split rollouts into minibatches
         slots = self.rollout.num_workers * self.rollout.envs_per_worker
         if self.ppo.num_minibatches > slots:
             raise ValueError(

@@ -52,7 +52,11 @@ class WindowSampler:
         return_scale: float = 1.0,
         gamma: float = 1.0,
         discrete_actions: bool = False,
+        state_stats: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
+        """``state_stats`` (mean, std) normalises states instead of this dataset's own
+        statistics: a model keeps the normalisation it was trained with when its data changes
+        (an online DT's replay buffer)."""
         episodes = dataset.episodes
         self.context, self.return_scale, self.discrete = context, return_scale, discrete_actions
         self.lengths = np.array([len(e) for e in episodes], dtype=np.int64)
@@ -60,8 +64,11 @@ class WindowSampler:
         states = np.concatenate([e.observations.reshape(len(e), -1) for e in episodes]).astype(
             np.float32
         )
-        self.state_mean = states.mean(0)
-        self.state_std = states.std(0) + 1e-6
+        if state_stats is None:
+            self.state_mean, self.state_std = states.mean(0), states.std(0) + 1e-6
+        else:
+            self.state_mean = np.asarray(state_stats[0], np.float32)
+            self.state_std = np.asarray(state_stats[1], np.float32)
         self.states = (states - self.state_mean) / self.state_std
         actions = np.concatenate([e.actions for e in episodes])
         self.actions = (

@@ -121,8 +121,8 @@ def _load_ppo(text: str, payload: dict[str, Any]) -> Agent:
 
 
 def _load_dt(text: str, payload: dict[str, Any]) -> Agent:
+    from rlformer.algos.dt import load_dt_policy
     from rlformer.checkpoints import checkpoint_spaces
-    from rlformer.dt_training import load_dt_policy
 
     policy, cfg = load_dt_policy(payload, text)
     observation_space, action_space = checkpoint_spaces(payload, text)

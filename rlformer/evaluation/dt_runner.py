@@ -17,7 +17,7 @@ import torch
 
 from rlformer.config import EnvConfig
 from rlformer.evaluation.runner import EpisodeResults
-from rlformer.models.decision_transformer import DecisionTransformer
+from rlformer.models.decision_transformer import DecisionTransformer, DTOutput
 from rlformer.rollout.env_factory import env_from_config
 
 
@@ -47,33 +47,81 @@ class DTPolicy:
         return 2.0 * (action - self.action_low) / (self.action_high - self.action_low) - 1.0
 
 
+@dataclass
+class PlayedEpisode:
+    """One return-conditioned episode as played: raw observations, the model's actions
+    ([-1, 1] when continuous, indices when discrete) and the rewards received."""
+
+    observations: np.ndarray  # [n, state_dim]
+    actions: np.ndarray  # [n, act_dim] float or [n] int
+    rewards: np.ndarray  # [n] float64
+    terminated: bool
+    truncated: bool
+    success: float | None
+
+
+def _choose_actions(
+    policy: DTPolicy, out: DTOutput, position: int, generator: torch.Generator | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Actions at ``position`` for every env: (model space, env space).
+
+    Model space is what the DT is trained on: indices, or [-1, 1] when continuous. Without a
+    generator the policy plays its mode; with one it samples (an ODT's exploration).
+    """
+    model = policy.model
+    if generator is None:
+        env_actions = policy.to_env_action(out.action_preds[:, position].float().numpy())
+        if model.discrete:
+            return np.asarray(env_actions), env_actions
+        return policy.normalize_action(np.asarray(env_actions, np.float32)), env_actions
+    if model.discrete:
+        probabilities = torch.softmax(out.action_preds[:, position].float(), -1)
+        chosen = torch.multinomial(probabilities, 1, generator=generator)[:, 0].numpy()
+        return chosen, chosen
+    if out.action_mean is None or out.action_log_std is None:
+        raise ValueError("sampling actions needs a stochastic DT (algo: odt)")
+    mean = out.action_mean[:, position].float()
+    std = out.action_log_std[:, position].float().exp()
+    noise = torch.randn(mean.shape, generator=generator)
+    chosen = torch.tanh(mean + std * noise).numpy()
+    return chosen, policy.to_env_action(chosen)
+
+
 @torch.no_grad()
-def run_return_conditioned(
+def play_return_conditioned(
     policy: DTPolicy,
-    env_cfg: EnvConfig,
+    envs: list[gym.Env],
     target_return: float,
-    episodes: int,
-    seed: int = 0,
+    seeds: list[int | None],
+    generator: torch.Generator | None = None,
     max_steps: int = 10_000,
-) -> EpisodeResults:
-    """``episodes`` episodes in parallel (one env each), conditioned on ``target_return``."""
+) -> list[PlayedEpisode]:
+    """One episode per env in parallel, conditioned on ``target_return``.
+
+    Args:
+        seeds: Reset seed per env (None: continue the env's own RNG).
+        generator: Sample actions from the policy with it (an ODT's exploration); None plays
+            the most likely action.
+    """
     model, k = policy.model.eval(), policy.context
-    envs = [env_from_config(env_cfg) for _ in range(episodes)]
-    limit = min(max_steps, envs[0].spec.max_episode_steps or max_steps)
-    n = episodes
+    spec = envs[0].spec
+    limit = min(max_steps, (spec.max_episode_steps if spec else None) or max_steps)
+    n = len(envs)
     state_dim, act_dim = model.state_dim, model.act_dim
+    raw = np.zeros((n, limit + 1, state_dim), np.float32)
     states = np.zeros((n, limit + 1, state_dim), np.float32)
     actions = np.zeros((n, limit + 1) if model.discrete else (n, limit + 1, act_dim), np.float32)
+    rewards = np.zeros((n, limit), np.float64)
     rtg = np.zeros((n, limit + 1), np.float32)
     rtg[:, 0] = target_return
-    returns, lengths = np.zeros(n), np.zeros(n, np.int64)
+    lengths = np.zeros(n, np.int64)
     active = np.ones(n, dtype=bool)
-    successes: list[float | None] = [None] * n  # by env index, like returns
+    terminated = np.zeros(n, dtype=bool)
+    successes: list[float | None] = [None] * n  # by env index
     for i, env in enumerate(envs):
-        obs, _ = env.reset(seed=seed + i)
-        states[i, 0] = (
-            np.asarray(obs, np.float32).reshape(-1) - policy.state_mean
-        ) / policy.state_std
+        obs, _ = env.reset(seed=seeds[i])
+        raw[i, 0] = np.asarray(obs, np.float32).reshape(-1)
+    states[:, 0] = (raw[:, 0] - policy.state_mean) / policy.state_std
     memory = None
     for t in range(limit):
         if policy.carry_memory:
@@ -89,23 +137,18 @@ def run_return_conditioned(
         batch_mask = torch.as_tensor(np.broadcast_to(mask, (n, k)).copy())
         tensors = _window_tensors(states, actions, rtg, idx, batch_mask, policy, model.discrete)
         out = model(*tensors, batch_mask, memory=memory if policy.carry_memory else None)
-        prediction = out.action_preds[:, position].float().numpy()
-        env_actions = policy.to_env_action(prediction)
+        chosen, env_actions = _choose_actions(policy, out, position, generator)
         for i in np.flatnonzero(active):
             obs, reward, term, trunc, info = envs[i].step(env_actions[i])
-            actions[i, t] = (
-                policy.normalize_action(np.asarray(env_actions[i], np.float32))
-                if not model.discrete
-                else env_actions[i]
-            )
-            returns[i] += reward
+            actions[i, t] = chosen[i]
+            rewards[i, t] = reward
             lengths[i] += 1
             rtg[i, t + 1] = rtg[i, t] - reward
-            states[i, t + 1] = (
-                np.asarray(obs, np.float32).reshape(-1) - policy.state_mean
-            ) / policy.state_std
+            raw[i, t + 1] = np.asarray(obs, np.float32).reshape(-1)
+            states[i, t + 1] = (raw[i, t + 1] - policy.state_mean) / policy.state_std
             if term or trunc:
                 active[i] = False
+                terminated[i] = bool(term)
                 if "is_success" in info:
                     successes[i] = float(info["is_success"])
         if policy.carry_memory and position == k - 1:
@@ -114,9 +157,46 @@ def run_return_conditioned(
             memory = model(*tensors, batch_mask, memory=memory).memory
         if not active.any():
             break
-    for env in envs:
-        env.close()
-    return EpisodeResults(returns.tolist(), lengths.tolist(), successes)
+    return [
+        PlayedEpisode(
+            raw[i, : lengths[i]].copy(),
+            (
+                actions[i, : lengths[i]].astype(np.int64)
+                if model.discrete
+                else actions[i, : lengths[i]].copy()
+            ),
+            rewards[i, : lengths[i]].copy(),
+            bool(terminated[i]),
+            not bool(terminated[i]),
+            successes[i],
+        )
+        for i in range(n)
+    ]
+
+
+def run_return_conditioned(
+    policy: DTPolicy,
+    env_cfg: EnvConfig,
+    target_return: float,
+    episodes: int,
+    seed: int = 0,
+    max_steps: int = 10_000,
+) -> EpisodeResults:
+    """``episodes`` deterministic episodes in parallel (one env each), conditioned on
+    ``target_return``; env ``i`` is reset with ``seed + i``."""
+    envs = [env_from_config(env_cfg) for _ in range(episodes)]
+    try:
+        played = play_return_conditioned(
+            policy, envs, target_return, [seed + i for i in range(episodes)], None, max_steps
+        )
+    finally:
+        for env in envs:
+            env.close()
+    return EpisodeResults(
+        [float(p.rewards.sum()) for p in played],
+        [len(p.rewards) for p in played],
+        [p.success for p in played],
+    )
 
 
 def _window_tensors(

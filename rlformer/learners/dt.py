@@ -20,7 +20,7 @@ from rlformer.learners.finite import (
     nonfinite_loss,
     nonfinite_parameter,
 )
-from rlformer.models.decision_transformer import DecisionTransformer, dt_loss
+from rlformer.models.decision_transformer import DecisionTransformer, DTOutput, dt_loss
 
 
 class DTLearner:
@@ -76,21 +76,23 @@ class DTLearner:
                 memory=memory,
             )
             memory = out.memory
-            weight = batch.mask.sum()
-            losses.append(
-                (dt_loss(out.action_preds, batch.actions, batch.mask, self.model.discrete), weight)
-            )
+            losses.append((self.segment_loss(out, batch), batch.mask.sum()))
         total = sum(w for _, w in losses)
-        loss = sum(l * w for l, w in losses) / total
+        terms = {
+            name: sum(parts[name] * w for parts, w in losses) / total for name in losses[0][0]
+        }
+        loss = terms["loss/action"]
         self.optimizer.zero_grad(set_to_none=True)
-        problem = nonfinite_loss(loss, {"loss/action": loss.detach()})
+        problem = nonfinite_loss(loss, {k: v.detach() for k, v in terms.items()})
         grad_norm = torch.tensor(float("nan"))
+        extra: dict[str, float] = {}
         if problem is None:
             loss.backward()
             grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
             problem = nonfinite_gradient(self.model, grad_norm)
         if problem is None:
             self.optimizer.step()
+            extra = self.after_step({k: v.detach() for k, v in terms.items()})
         elif self.nonfinite == "skip":
             self.optimizer.zero_grad(set_to_none=True)
             self.skipped += 1
@@ -105,11 +107,26 @@ class DTLearner:
         if bad_parameter is not None:
             raise NonFiniteError(f"{bad_parameter} after DT gradient step {self.step}")
         return {
-            "loss/action": loss.item(),
+            **{name: float(value.detach()) for name, value in terms.items()},
+            **extra,
             "grad_norm": float(grad_norm),
             "lr": float(self.schedule.get_last_lr()[0]),
             "nonfinite/skipped_steps": float(self.skipped),
         }
+
+    def segment_loss(self, out: DTOutput, batch: WindowBatch) -> dict[str, torch.Tensor]:
+        """Loss terms of one window batch; ``loss/action`` is the one minimised.
+
+        Every term is averaged over the real steps, so windows of several segments are weighted
+        by their number of real steps.
+        """
+        return {
+            "loss/action": dt_loss(out.action_preds, batch.actions, batch.mask, self.model.discrete)
+        }
+
+    def after_step(self, terms: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Hook after a successful optimiser step (ODT adapts its temperature here)."""
+        return {}
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -36,11 +36,22 @@ from rlformer.core import CoreConfig, Memory, MemoryCore
 TOKENS_PER_STEP = 3
 
 
+LOG_STD_BOUNDS = (-5.0, 2.0)
+"""Range of a stochastic DT's log standard deviation (that of the Online DT paper)."""
+
+
 class DTOutput(NamedTuple):
-    """Action predictions (mean for continuous, logits for discrete) and the core's new memory."""
+    """Action predictions and the core's new memory.
+
+    ``action_preds`` is what a deterministic policy plays: the action in [-1, 1] (continuous) or
+    the logits (discrete). A stochastic DT also returns the Gaussian it samples from before the
+    tanh squashing: ``action_mean`` and ``action_log_std`` (both None for a plain DT).
+    """
 
     action_preds: torch.Tensor  # [B, K, act_dim]
     memory: Memory
+    action_mean: torch.Tensor | None = None  # [B, K, act_dim], before tanh
+    action_log_std: torch.Tensor | None = None  # [B, K, act_dim]
 
 
 class DecisionTransformer(nn.Module):
@@ -54,9 +65,11 @@ class DecisionTransformer(nn.Module):
         core: CoreConfig,
         max_timestep: int = 4096,
         action_tanh: bool = True,
+        stochastic: bool = False,
     ) -> None:
         super().__init__()
         self.state_dim, self.act_dim, self.discrete = state_dim, act_dim, discrete
+        self.stochastic = stochastic
         self.max_timestep = max_timestep
         d = core.d_model
         self.embed_return = nn.Linear(1, d)
@@ -72,6 +85,11 @@ class DecisionTransformer(nn.Module):
         if action_tanh and not discrete:
             head.append(nn.Tanh())  # continuous actions are normalised to [-1, 1]
         self.predict_action = nn.Sequential(*head)
+        # Online DT: a state-dependent spread for continuous actions (discrete logits already
+        # are a distribution). Separate from predict_action so a DT checkpoint loads into it.
+        self.predict_log_std: nn.Module | None = (
+            nn.Linear(d, act_dim) if stochastic and not discrete else None
+        )
 
     def initial_memory(self, batch_size: int, device: torch.device | str = "cpu") -> Memory:
         return self.core.initial_memory(batch_size, device=torch.device(device))
@@ -140,7 +158,14 @@ class DecisionTransformer(nn.Module):
             padding_mask=padding,
             output_index=state_tokens,
         )
-        return DTOutput(self.predict_action(out.output), out.memory)  # output [B, K, d]
+        hidden = out.output  # [B, K, d]
+        if self.predict_log_std is None:
+            return DTOutput(self.predict_action(hidden), out.memory)
+        mean = self.predict_action[0](hidden)
+        squash = torch.tanh(self.predict_log_std(hidden))  # bounded smoothly, as in ODT
+        low, high = LOG_STD_BOUNDS
+        log_std = low + 0.5 * (high - low) * (squash + 1.0)
+        return DTOutput(torch.tanh(mean), out.memory, mean, log_std)
 
 
 def dt_loss(

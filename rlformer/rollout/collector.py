@@ -15,6 +15,7 @@ Calling loop::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -22,6 +23,32 @@ import torch
 from rlformer.config import TrainConfig
 from rlformer.rollout.fragment import Fragment
 from rlformer.rollout.worker import RolloutWorker
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How to build rollout worker ``i``: ``cls(*args, i)``, in this process or a Ray actor.
+
+    A worker class provides ``set_weights(weights, version)``, ``sample()`` (a batch with
+    ``policy_version``, ``worker_index``, ``sample_seconds`` and a ``concat`` classmethod),
+    ``get_state()``, ``set_state(state)``, ``process_id()`` and ``node_id()``. PPO's
+    :class:`RolloutWorker` returns fragments; ODT's worker returns whole episodes.
+    """
+
+    cls: type
+    args: tuple[Any, ...]
+
+    def build(self, worker_index: int) -> Any:
+        return self.cls(*self.args, worker_index)
+
+
+def ppo_worker_spec(cfg: TrainConfig) -> WorkerSpec:
+    """PPO's fragment workers for ``cfg``."""
+    rollout = cfg.rollout
+    return WorkerSpec(
+        RolloutWorker,
+        (cfg.env, cfg.model, rollout.envs_per_worker, rollout.fragment_length, cfg.run.seed),
+    )
 
 
 class Collector(Protocol):
@@ -41,26 +68,17 @@ class Collector(Protocol):
 class LocalCollector:
     """All workers in this process, stepped one after another (also the test backend)."""
 
-    def __init__(self, cfg: TrainConfig) -> None:
-        self.workers = [
-            RolloutWorker(
-                cfg.env,
-                cfg.model,
-                cfg.rollout.envs_per_worker,
-                cfg.rollout.fragment_length,
-                cfg.run.seed,
-                worker_index=w,
-            )
-            for w in range(cfg.rollout.num_workers)
-        ]
+    def __init__(self, cfg: TrainConfig, spec: WorkerSpec | None = None) -> None:
+        spec = spec or ppo_worker_spec(cfg)
+        self.workers = [spec.build(w) for w in range(cfg.rollout.num_workers)]
 
-    def collect(self, weights: dict[str, torch.Tensor], version: int) -> Fragment:
+    def collect(self, weights: dict[str, torch.Tensor], version: int) -> Any:
         cpu_weights = {k: v.detach().cpu() for k, v in weights.items()}
         fragments = []
         for worker in self.workers:
             worker.set_weights(cpu_weights, version)
             fragments.append(worker.sample())
-        merged = Fragment.concat(fragments)
+        merged = type(fragments[0]).concat(fragments)
         # In-process workers run one after another: their sampling times add up.
         merged.sample_seconds = sum(f.sample_seconds for f in fragments)
         return merged
@@ -74,13 +92,14 @@ class LocalCollector:
 
     def close(self) -> None:
         for worker in self.workers:
-            worker.envs.close()
+            worker.close()
 
 
-def make_collector(cfg: TrainConfig) -> Collector:
-    """The backend named by ``cfg.rollout.backend`` (Ray is imported only when asked for)."""
+def make_collector(cfg: TrainConfig, spec: WorkerSpec | None = None) -> Collector:
+    """The backend named by ``cfg.rollout.backend`` (Ray is imported only when asked for),
+    running PPO's fragment workers unless ``spec`` names other ones."""
     if cfg.rollout.backend == "ray":
         from rlformer.rollout.ray_collector import RayCollector
 
-        return RayCollector(cfg)
-    return LocalCollector(cfg)
+        return RayCollector(cfg, spec)
+    return LocalCollector(cfg, spec)

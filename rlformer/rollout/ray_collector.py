@@ -29,9 +29,8 @@ from typing import Any
 import torch
 
 from rlformer.config import TrainConfig
+from rlformer.rollout.collector import WorkerSpec, ppo_worker_spec
 from rlformer.rollout.env_guard import EnvCrash, EnvDataError
-from rlformer.rollout.fragment import Fragment
-from rlformer.rollout.worker import RolloutWorker
 
 # Start-up includes importing torch and gymnasium in a fresh process and, on a busy cluster,
 # waiting for free CPUs; a generous floor keeps a small sample_timeout_s from killing it.
@@ -77,11 +76,12 @@ class RayCollector:
         workers: The actor handles, indexed by worker index.
     """
 
-    def __init__(self, cfg: TrainConfig) -> None:
+    def __init__(self, cfg: TrainConfig, spec: WorkerSpec | None = None) -> None:
         import ray
 
         self._ray = ray
         self.cfg = cfg
+        self.spec = spec or ppo_worker_spec(cfg)
         self._owns_ray = False
         if not ray.is_initialized():
             self._init_ray(cfg)
@@ -89,7 +89,7 @@ class RayCollector:
         # One actor class for all workers; fractional CPUs let several share a core. Ray's own
         # actor restarts stay off: a restarted actor would silently lose its env state.
         self._actor_class = ray.remote(num_cpus=cfg.rollout.worker_cpus, max_restarts=0)(
-            RolloutWorker
+            self.spec.cls
         )
         self.restarts = 0
         self.workers: list[Any] = [self._spawn(i) for i in range(cfg.rollout.num_workers)]
@@ -125,15 +125,7 @@ class RayCollector:
 
     def _spawn(self, index: int) -> Any:
         """A fresh actor for worker ``index`` (same seed, so same envs as the first one)."""
-        rollout = self.cfg.rollout
-        return self._actor_class.remote(
-            self.cfg.env,
-            self.cfg.model,
-            rollout.envs_per_worker,
-            rollout.fragment_length,
-            self.cfg.run.seed,
-            index,
-        )
+        return self._actor_class.remote(*self.spec.args, index)
 
     def _startup_timeout(self) -> float:
         return max(STARTUP_TIMEOUT_FLOOR_S, self.cfg.rollout.sample_timeout_s)
@@ -182,7 +174,7 @@ class RayCollector:
         return worker.sample.remote()
 
     # ------------------------------------------------------------ collection
-    def collect(self, weights: dict[str, torch.Tensor], version: int) -> Fragment:
+    def collect(self, weights: dict[str, torch.Tensor], version: int) -> Any:
         """One complete fragment from every worker, all produced by ``version``.
 
         Args:
@@ -216,7 +208,7 @@ class RayCollector:
 
         for index in range(len(self.workers)):
             submit(index)
-        fragments: dict[int, Fragment] = {}
+        fragments: dict[int, Any] = {}
         while pending:
             wait_s = max(0.0, min(deadline.values()) - time.monotonic())
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
@@ -251,7 +243,7 @@ class RayCollector:
             raise RolloutError(
                 f"expected fragments of policy version {version}, got {stale} (worker: version)"
             )
-        return Fragment.concat(ordered)
+        return type(ordered[0]).concat(ordered)
 
     # ------------------------------------------------------------ per-worker calls
     def _call_all(self, method: str, *args_per_worker: list[Any]) -> list[Any]:

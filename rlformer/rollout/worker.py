@@ -32,7 +32,24 @@ def worker_seed(base_seed: int, worker_index: int) -> int:
     return base_seed + 10_007 * (worker_index + 1)
 
 
-class RolloutWorker:
+class WorkerProcess:
+    """Where a worker runs: what the Ray backend's failure handling and tests ask every worker."""
+
+    def process_id(self) -> int:
+        """PID of the process running this worker (the Ray backend's tests kill it)."""
+        return os.getpid()
+
+    def node_id(self) -> str:
+        """Ray node this worker runs on ("local" outside Ray)."""
+        try:
+            import ray
+
+            return str(ray.get_runtime_context().get_node_id())
+        except Exception:  # not inside Ray
+            return "local"
+
+
+class RolloutWorker(WorkerProcess):
     """Collects fixed-length :class:`Fragment` s with the latest weights it was given."""
 
     def __init__(
@@ -99,18 +116,8 @@ class RolloutWorker:
         self.model.load_state_dict(weights)
         self.policy_version = version
 
-    def process_id(self) -> int:
-        """PID of the process running this worker (the Ray backend's tests kill it)."""
-        return os.getpid()
-
-    def node_id(self) -> str:
-        """Ray node this worker runs on ("local" outside Ray)."""
-        try:
-            import ray
-
-            return str(ray.get_runtime_context().get_node_id())
-        except Exception:  # not inside Ray
-            return "local"
+    def close(self) -> None:
+        self.envs.close()
 
     # ------------------------------------------------------------ sampling
     def sample(self) -> Fragment:

@@ -25,7 +25,7 @@ import torch
 from rlformer.config import load_config
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.synthetic import tmaze_walks
-from rlformer.dt_training import train_dt
+from rlformer.training import train
 
 
 def record_corridor_walks(
@@ -69,7 +69,7 @@ def train_and_evaluate(
     ]
     cfg = load_config(None, overrides)
     start = time.perf_counter()
-    result = train_dt(cfg)
+    result = train(cfg)
     seconds = time.perf_counter() - start
     return float(result.evaluation["target_1/success_rate"]), seconds
 

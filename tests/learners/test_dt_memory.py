@@ -15,7 +15,7 @@ import torch
 from rlformer.config import load_config
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.synthetic import tmaze_walks
-from rlformer.dt_training import train_dt
+from rlformer.training import train
 
 LENGTH, CONTEXT = 8, 3
 
@@ -47,7 +47,7 @@ def _train(data: Path, root: Path, segments: int) -> float:
             "run.progress=false",
         ],
     )
-    return train_dt(cfg).evaluation["target_1/success_rate"]
+    return train(cfg).evaluation["target_1/success_rate"]
 
 
 def test_walks_pay_for_the_cued_turn() -> None:

@@ -14,10 +14,9 @@ from rlformer.checkpoints import load_checkpoint
 from rlformer.config import TrainConfig, load_config
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.synthetic import tmaze_walks
-from rlformer.dt_training import train_dt
 from rlformer.interrupts import Interrupted
 from rlformer.runs import read_metrics
-from rlformer.training import RunFailed, resume
+from rlformer.training import RunFailed, resume, train
 
 
 @pytest.fixture(scope="module")
@@ -67,13 +66,14 @@ def _signal_at_step(monkeypatch: pytest.MonkeyPatch, step: int, sig: signal.Sign
 def test_signal_mid_run_checkpoints_and_resume_matches(
     walks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    straight = train_dt(_config(walks, tmp_path / "straight")).run_dir
+    straight = train(_config(walks, tmp_path / "straight")).run_dir
     _signal_at_step(monkeypatch, 13, signal.SIGTERM)
     with pytest.raises(Interrupted) as stopped:
-        train_dt(_config(walks, tmp_path / "stopped"))
+        train(_config(walks, tmp_path / "stopped"))
     assert stopped.value.exit_code == 143
     run_dir = stopped.value.run_dir
-    assert load_checkpoint(run_dir)["learner"]["step"] == 13
+    # The run finishes its iteration (dt.log_every = 2 steps) before it checkpoints and stops.
+    assert load_checkpoint(run_dir)["learner"]["step"] == 14
     monkeypatch.undo()
     resume(run_dir)
     a, b = load_checkpoint(straight)["model"], load_checkpoint(run_dir)["model"]
@@ -96,11 +96,11 @@ def test_nonfinite_dt_loss_stops_or_is_skipped(
 
     monkeypatch.setattr(dt_module, "dt_loss", poisoned)
     with pytest.raises(RunFailed, match="loss/action is nan .* in DT gradient step 7"):
-        train_dt(_config(walks, tmp_path / "stop", "run.checkpoint_every=1"))
+        train(_config(walks, tmp_path / "stop", "run.checkpoint_every=1"))
     (run_dir,) = (tmp_path / "stop").iterdir()
     assert load_checkpoint(run_dir)["learner"]["step"] == 6
     calls = 0
-    result = train_dt(_config(walks, tmp_path / "skip", "run.nonfinite=skip"))
+    result = train(_config(walks, tmp_path / "skip", "run.nonfinite=skip"))
     rows = read_metrics(result.run_dir)
     assert rows[-1]["nonfinite/skipped_steps"] == 1.0
     for tensor in load_checkpoint(result.run_dir)["model"].values():

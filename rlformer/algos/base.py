@@ -1,0 +1,107 @@
+"""The algorithm protocol: what the run loop needs from PPO, DT, ODT or any algorithm after them.
+
+An algorithm is a module ``rlformer.algos.<name>`` holding ``ALGORITHM``, a class built as
+``ALGORITHM(cfg, device)`` from the resolved config (``cfg.algo == name``). The run loop
+(:mod:`rlformer.algos.loop`) owns everything else: the run directory and its lock, signals,
+metrics, checkpoints, resume and the final evaluation. So a new algorithm is one module plus its
+config section, and neither the loop nor the CLI changes.
+
+Life of an algorithm inside one run::
+
+    algo = ALGORITHM(cfg, device)        # model, learner, data: no run directory yet
+    algo.start()                          # collectors / Ray workers (closed by algo.close())
+    algo.restore(payload, path, trust)    # only when resuming
+    while not algo.finished():
+        metrics = algo.iterate()          # one iteration; logged at algo.log_step()
+        ... algo.state() when a checkpoint is due ...
+    algo.evaluate()                       # the final evaluation
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from rlformer.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far the run is, in the algorithm's own unit (iterations, gradient steps, env steps)."""
+
+    done: int
+    total: int
+    unit: str
+
+
+@dataclass
+class Evaluation:
+    """Final-evaluation figures (written to ``eval.json``) and the lines shown to the user."""
+
+    metrics: dict[str, float]
+    lines: list[str]
+
+
+class Algorithm(Protocol):
+    """One training algorithm behind the run loop."""
+
+    kind: str
+    """Checkpoint ``kind`` entry: which loader rebuilds the policy (``ppo`` or ``dt``)."""
+
+    iteration: int
+    """Iterations completed, counting those before a resume (checkpoint cadence)."""
+
+    def __init__(self, cfg: TrainConfig, device: torch.device) -> None: ...
+
+    @classmethod
+    def dry_run(cls, cfg: TrainConfig) -> str:
+        """``rlformer train --dry-run``: build what a run needs once; a one-line summary."""
+        ...
+
+    def checkpoint_bytes(self) -> int:
+        """Rough size of one checkpoint, for the free-space check before the first step."""
+        ...
+
+    def start(self) -> None:
+        """Acquire what must be closed again (rollout workers, Ray)."""
+        ...
+
+    def restore(self, payload: dict[str, Any], path: Path, trust: bool) -> None:
+        """Continue from a checkpoint payload written by :meth:`state`."""
+        ...
+
+    def finished(self) -> bool: ...
+
+    def iterate(self) -> dict[str, float]:
+        """One iteration; its metrics. Raises one of :data:`RUN_FAILURES` on a run problem."""
+        ...
+
+    def log_step(self) -> int:
+        """The x-axis of metrics and checkpoint names; never decreases."""
+        ...
+
+    def progress(self) -> Progress: ...
+
+    def summary(self, metrics: dict[str, float]) -> str:
+        """A few words on the latest iteration for the progress bar."""
+        ...
+
+    def state(self) -> dict[str, Any]:
+        """Everything :meth:`restore` needs, loadable with ``torch.load(weights_only=True)``."""
+        ...
+
+    def evaluate(self) -> Evaluation | None:
+        """The final evaluation (None when ``eval.episodes`` is 0)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def algorithm_class(name: str) -> type[Algorithm]:
+    """``rlformer.algos.<name>.ALGORITHM``: algorithms are found by module, not by a registry."""
+    module = importlib.import_module(f"rlformer.algos.{name}")
+    return module.ALGORITHM

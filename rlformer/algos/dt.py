@@ -1,0 +1,259 @@
+"""Offline Decision Transformer: dataset -> K-step windows -> learner; return-conditioned eval.
+
+The checkpoint carries everything evaluation needs without the dataset: weights, the resolved
+config, state-normalisation statistics, the return scale and the action bounds. One iteration is
+``dt.log_every`` gradient steps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlformer.algos.base import Evaluation, Progress
+from rlformer.algos.loop import checkpoint_bytes_estimate
+from rlformer.checkpoints import (
+    CheckpointError,
+    checkpoint_config,
+    checkpoint_spaces,
+    encode_spec,
+    load_weights,
+    require_keys,
+)
+from rlformer.config import TrainConfig
+from rlformer.data import load_dataset
+from rlformer.data.episodes import Dataset, Episode
+from rlformer.data.sampling import WindowSampler
+from rlformer.evaluation.dt_runner import DTPolicy, action_bounds, run_return_conditioned
+from rlformer.learners.dt import DTLearner
+from rlformer.models.decision_transformer import DecisionTransformer
+from rlformer.rollout.env_factory import env_from_config
+from rlformer.runs import check_run_root
+
+
+def normalized_actions(
+    dataset: Dataset, low: np.ndarray | None, high: np.ndarray | None
+) -> Dataset:
+    """Actions rescaled from the env's Box bounds to [-1, 1], the range of the DT's tanh head."""
+    if low is None or high is None:
+        return dataset
+    episodes = [
+        Episode(
+            e.observations,
+            2.0 * (e.actions - low) / (high - low) - 1.0,
+            e.rewards,
+            e.terminated,
+            e.truncated,
+            e.next_observations,
+            e.infos,
+        )
+        for e in dataset.episodes
+    ]
+    return Dataset(episodes, dataset.source, dataset.metadata)
+
+
+def episode_return_range(dataset: Dataset) -> dict[str, float]:
+    """Min, max, mean and quartiles of the dataset's episode returns.
+
+    Stored in the checkpoint so a return sweep can show which targets the data ever reached.
+    """
+    returns = np.array([float(np.sum(e.rewards)) for e in dataset.episodes])
+    q25, median, q75 = np.quantile(returns, [0.25, 0.5, 0.75])
+    return {
+        "episodes": float(returns.size),
+        "min": float(returns.min()),
+        "max": float(returns.max()),
+        "mean": float(returns.mean()),
+        "q25": float(q25),
+        "median": float(median),
+        "q75": float(q75),
+    }
+
+
+def build_dt(
+    cfg: TrainConfig, observation_space: gym.Space, action_space: gym.Space
+) -> DecisionTransformer:
+    discrete = isinstance(action_space, gym.spaces.Discrete)
+    act_dim = int(action_space.n) if discrete else int(np.prod(action_space.shape))
+    state_dim = int(np.prod(observation_space.shape))
+    return DecisionTransformer(
+        state_dim,
+        act_dim,
+        discrete,
+        cfg.dt.core,
+        cfg.dt.max_timestep,
+        stochastic=cfg.algo == "odt",  # ODT's policy is a distribution with a learned spread
+    )
+
+
+def _as_array(value: Any) -> np.ndarray | None:
+    """Tensors (format 2) and numpy arrays (format 1) alike; None stays None."""
+    if value is None:
+        return None
+    return value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+
+
+def load_dt_policy(
+    payload: dict[str, Any], path: str | Path = "checkpoint"
+) -> tuple[DTPolicy, TrainConfig]:
+    """A ready-to-run DT policy from a checkpoint payload (``kind == "dt"``)."""
+    cfg = checkpoint_config(payload, path)
+    observation_space, action_space = checkpoint_spaces(payload, path)
+    require_keys(payload, path, "normalization")
+    model = build_dt(cfg, observation_space, action_space)
+    load_weights(model, payload, path)
+    stats = payload["normalization"]
+    try:
+        policy = DTPolicy(
+            model,
+            _as_array(stats["state_mean"]),
+            _as_array(stats["state_std"]),
+            cfg.dt.return_scale,
+            cfg.dt.context,
+            carry_memory=cfg.dt.memory_segments > 0,
+            action_low=_as_array(stats["action_low"]),
+            action_high=_as_array(stats["action_high"]),
+        )
+    except (KeyError, TypeError, AttributeError, ValueError) as err:
+        raise CheckpointError(f"{path}: malformed normalization entry ({err})") from None
+    return policy, cfg
+
+
+def _tensor_or_none(array: np.ndarray | None) -> torch.Tensor | None:
+    return None if array is None else torch.as_tensor(np.asarray(array))
+
+
+class DT:
+    """The :class:`~rlformer.algos.base.Algorithm` for ``algo: dt`` (offline)."""
+
+    kind = "dt"
+
+    def __init__(self, cfg: TrainConfig, device: torch.device) -> None:
+        self.cfg = cfg
+        self.device = device
+        env = env_from_config(cfg.env)
+        self.observation_space, self.action_space = env.observation_space, env.action_space
+        env.close()
+        self.low, self.high = action_bounds(self.action_space)
+        self.discrete = isinstance(self.action_space, gym.spaces.Discrete)
+        dataset = normalized_actions(load_dataset(cfg.dt.dataset), self.low, self.high)
+        self.dataset = dataset
+        self.dataset_returns = episode_return_range(dataset)
+        self.sampler = WindowSampler(
+            dataset, cfg.dt.context, cfg.dt.return_scale, discrete_actions=self.discrete
+        )
+        torch.manual_seed(cfg.run.seed)
+        self.model = build_dt(cfg, self.observation_space, self.action_space)
+        self.learner = self.make_learner()
+        self.rng = np.random.default_rng(cfg.run.seed)
+        self.normalization = {
+            "state_mean": _tensor_or_none(self.sampler.state_mean),
+            "state_std": _tensor_or_none(self.sampler.state_std),
+            "action_low": _tensor_or_none(self.low),
+            "action_high": _tensor_or_none(self.high),
+        }
+        self.iteration = 0
+
+    def make_learner(self) -> Any:
+        return DTLearner(self.model, self.cfg.dt, self.device, nonfinite=self.cfg.run.nonfinite)
+
+    @classmethod
+    def dry_run(cls, cfg: TrainConfig) -> str:
+        env_from_config(cfg.env).close()
+        check_run_root(cfg.run.root)
+        return f"ok: {cfg.algo} on {cfg.env.id}, dataset {cfg.dt.dataset} (not read by --dry-run)"
+
+    def checkpoint_bytes(self) -> int:
+        return checkpoint_bytes_estimate(self.model)
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def restore(self, payload: dict[str, Any], path: Path, trust: bool) -> None:
+        load_weights(self.model, payload, path)
+        self.learner.load_state_dict(payload["learner"])
+        self.rng.bit_generator.state = payload["sampler_rng"]
+        per_iteration = self.cfg.dt.log_every
+        self.iteration = int(payload.get("iteration", -(-self.learner.step // per_iteration)))
+
+    def finished(self) -> bool:
+        return self.learner.step >= self.cfg.dt.train_steps
+
+    def log_step(self) -> int:
+        return self.learner.step
+
+    def progress(self) -> Progress:
+        return Progress(self.learner.step, self.cfg.dt.train_steps, "step")
+
+    def sample_windows(self, sampler: WindowSampler) -> Any:
+        """One batch of windows (a list of consecutive ones for a memory DT)."""
+        dt = self.cfg.dt
+        if dt.memory_segments > 0:
+            return sampler.sample_sequences(dt.batch_size, dt.memory_segments, self.rng)
+        return sampler.sample(dt.batch_size, self.rng)
+
+    def iterate(self) -> dict[str, float]:
+        steps = min(self.cfg.dt.log_every, self.cfg.dt.train_steps - self.learner.step)
+        metrics: dict[str, float] = {}
+        for _ in range(steps):
+            metrics = self.learner.update(self.sample_windows(self.sampler))
+        self.iteration += 1
+        return metrics
+
+    def summary(self, metrics: dict[str, float]) -> str:
+        return f"loss {metrics.get('loss/action', float('nan')):.4f}"
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "spec": encode_spec(self.observation_space, self.action_space),
+            "model": self.model.state_dict(),
+            "learner": self.learner.state_dict(),
+            "normalization": self.normalization,
+            "dataset_returns": self.dataset_returns,
+            "sampler_rng": self.rng.bit_generator.state,
+        }
+
+    def policy(self) -> DTPolicy:
+        """The current model as a return-conditioned CPU policy."""
+        return DTPolicy(
+            self.model.cpu(),
+            self.sampler.state_mean,
+            self.sampler.state_std,
+            self.cfg.dt.return_scale,
+            self.cfg.dt.context,
+            self.cfg.dt.memory_segments > 0,
+            self.low,
+            self.high,
+        )
+
+    def evaluate(self) -> Evaluation | None:
+        cfg = self.cfg
+        if cfg.eval.episodes <= 0:
+            return None
+        policy = self.policy()
+        metrics: dict[str, float] = {}
+        lines = []
+        for target in cfg.dt.target_returns:
+            result = run_return_conditioned(
+                policy, cfg.env, target, cfg.eval.episodes, seed=cfg.run.seed + 1_000_000
+            )
+            summary = result.summary()
+            metrics |= {f"target_{target:g}/{k}": v for k, v in summary.items()}
+            line = (
+                f"target {target:g}: return {summary['return_mean']:.2f} "
+                f"+/- {summary['return_std']:.2f}"
+            )
+            if result.success_rate is not None:
+                line += f", success rate {100 * result.success_rate:.1f}%"
+            lines.append(line)
+        return Evaluation(metrics, lines)
+
+
+ALGORITHM = DT

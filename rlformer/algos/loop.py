@@ -1,0 +1,200 @@
+"""The one run loop behind ``rlformer train``, whatever the algorithm.
+
+It owns what every run needs and no algorithm should repeat: an exclusive run directory with the
+resolved config, checks of the run root before the first step, metrics (JSONL + TensorBoard),
+checkpoints written atomically every ``run.checkpoint_every`` iterations, resume from the newest
+readable checkpoint, a checkpoint on SIGINT/SIGTERM, run problems turned into one-line
+:class:`RunFailed` errors, and the final evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from rlformer.algos.base import Algorithm, algorithm_class
+from rlformer.checkpoints import newest_readable_checkpoint, save_checkpoint
+from rlformer.config import TrainConfig, dump_config
+from rlformer.core.device import resolve_device
+from rlformer.interrupts import Interrupted, StopRequest
+from rlformer.learners.finite import NonFiniteError
+from rlformer.rollout.env_guard import EnvCrash, EnvDataError
+from rlformer.rollout.ray_collector import RolloutError
+from rlformer.runs import MIN_FREE_BYTES, MetricsLogger, RunLock, check_run_root, new_run_dir
+
+RUN_FAILURES = (NonFiniteError, EnvCrash, EnvDataError, RolloutError)
+"""Problems found while training that stop the run (the CLI prints them as one line)."""
+
+
+class RunFailed(RuntimeError):
+    """Training stopped on a problem found while running (NaN, env failure, full disk)."""
+
+
+@dataclass
+class TrainResult:
+    """Where the run lives and how it ended."""
+
+    run_dir: Path
+    env_steps: int
+    iterations: int
+    evaluation: dict[str, float] | None
+
+
+def log_line(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def write_checkpoint(
+    run_dir: Path, step: int, payload: dict[str, Any], keep: int, label: str
+) -> None:
+    """:func:`save_checkpoint`, with a full disk or an I/O error turned into :class:`RunFailed`
+    (the atomic write leaves the previous checkpoints as they were)."""
+    try:
+        save_checkpoint(run_dir, step, payload, keep=keep)
+    except OSError as err:
+        raise RunFailed(
+            f"could not write the checkpoint of {label} to {run_dir} "
+            f"({err.strerror or err}); the previous checkpoints are intact"
+        ) from None
+
+
+def checkpoint_bytes_estimate(model: torch.nn.Module) -> int:
+    """Rough size of one checkpoint: weights plus Adam's two moments, plus env state slack."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return 3 * weights + 2**20
+
+
+def build_algorithm(cfg: TrainConfig) -> Algorithm:
+    """``cfg.algo``'s implementation, built on the configured device."""
+    torch.set_num_threads(cfg.run.torch_threads)
+    return algorithm_class(cfg.algo)(cfg, resolve_device(cfg.run.device))
+
+
+def run(
+    cfg: TrainConfig,
+    resume_dir: str | Path | None = None,
+    trust: bool = False,
+    on_iteration: Callable[[int, dict[str, float]], None] | None = None,
+) -> TrainResult:
+    """Train (or resume) the run described by ``cfg``; returns where it was written.
+
+    Args:
+        cfg: The resolved config.
+        resume_dir: Continue this run directory from its newest readable checkpoint.
+        trust: Accept checkpoint parts that need unpickling (env states another user or
+            machine wrote, format-1 files).
+        on_iteration: Called with (iteration, metrics) after each iteration is logged (and
+            checkpointed when due); a sweep reports to Ray Tune from here.
+
+    Raises:
+        Interrupted: SIGINT/SIGTERM arrived; a checkpoint was written first.
+        RunFailed: NaN/inf values, an env that keeps failing, or a checkpoint that cannot be
+            written; the run directory keeps its last good checkpoint.
+    """
+    algo = build_algorithm(cfg)
+    root = Path(resume_dir).parent if resume_dir is not None else Path(cfg.run.root)
+    per_checkpoint = algo.checkpoint_bytes()
+    check_run_root(root, max(MIN_FREE_BYTES, (cfg.run.keep_checkpoints + 1) * per_checkpoint))
+    with ExitStack() as run_scope:  # held until the end: signals, the run's lock and logs
+        stop = run_scope.enter_context(StopRequest())  # closed last: covers all clean-up
+        payload, ckpt_path = None, None
+        if resume_dir is not None:
+            run_dir = Path(resume_dir)
+            run_scope.enter_context(RunLock(run_dir))
+            ckpt_path, payload = newest_readable_checkpoint(run_dir, trust)
+        else:
+            run_dir = new_run_dir(cfg.run.root, cfg.run.name)
+            run_scope.enter_context(RunLock(run_dir))
+            (run_dir / "config.yaml").write_text(dump_config(cfg))
+        with ExitStack() as loop_scope:  # the algorithm's workers, the progress bar
+            algo.start()
+            loop_scope.callback(algo.close)
+            if payload is not None and ckpt_path is not None:
+                algo.restore(payload, ckpt_path, trust)
+                torch.set_rng_state(payload["torch_rng"])
+                logger = MetricsLogger(run_dir, resume_step=algo.log_step())
+                progress = algo.progress()
+                log_line(f"resuming {run_dir} at {progress.unit} {progress.done}/{progress.total}")
+            else:
+                logger = MetricsLogger(run_dir)
+                log_line(f"run directory: {run_dir}")
+            run_scope.callback(logger.close)
+            _train(cfg, algo, run_dir, logger, stop, loop_scope, on_iteration)
+
+        stop.restore()  # Ctrl-C during the final evaluation just interrupts it
+        result = algo.evaluate()
+        evaluation = None
+        if result is not None:
+            evaluation = result.metrics
+            logger.log(algo.log_step(), {f"eval/{k}": v for k, v in evaluation.items()})
+            (run_dir / "eval.json").write_text(json.dumps(evaluation, indent=2))
+            for line in result.lines:
+                log_line(line)
+    env_steps = int(getattr(algo, "env_steps", algo.log_step()))
+    return TrainResult(run_dir, env_steps, algo.iteration, evaluation)
+
+
+def _train(
+    cfg: TrainConfig,
+    algo: Algorithm,
+    run_dir: Path,
+    logger: MetricsLogger,
+    stop: StopRequest,
+    scope: ExitStack,
+    on_iteration: Callable[[int, dict[str, float]], None] | None,
+) -> None:
+    """Iterate until the algorithm is finished, checkpointing on schedule and on a signal."""
+
+    def checkpoint() -> None:
+        try:
+            state = algo.state()
+        except RUN_FAILURES as err:  # e.g. workers lost past the restart budget
+            raise RunFailed(f"{err}; {run_dir} keeps its earlier checkpoints") from None
+        payload = {
+            "kind": algo.kind,
+            "algo": cfg.algo,
+            "config": cfg.model_dump(mode="json"),
+            "torch_rng": torch.get_rng_state(),
+            "iteration": algo.iteration,
+            **state,
+        }
+        label = f"iteration {algo.iteration}"
+        write_checkpoint(run_dir, algo.log_step(), payload, cfg.run.keep_checkpoints, label)
+
+    interactive = cfg.run.progress and sys.stderr.isatty()
+    start = algo.progress()
+    bar = tqdm(total=start.total, initial=start.done, unit=start.unit, disable=not interactive)
+    scope.callback(bar.close)
+    last_decile = 10 * start.done // max(start.total, 1)
+    while not algo.finished():
+        try:
+            metrics = algo.iterate()
+        except RUN_FAILURES as err:
+            raise RunFailed(
+                f"{err}; {run_dir} keeps its checkpoints up to the last good one"
+            ) from None
+        logger.log(algo.log_step(), metrics)
+        summary = algo.summary(metrics)
+        progress = algo.progress()
+        bar.total, bar.unit = progress.total, progress.unit
+        bar.update(progress.done - bar.n)
+        bar.set_postfix_str(summary)
+        done = algo.finished()
+        if algo.iteration % cfg.run.checkpoint_every == 0 or done or stop.requested:
+            checkpoint()
+        decile = 10 * progress.done // max(progress.total, 1)
+        if not interactive and cfg.run.progress and (done or decile > last_decile):
+            log_line(f"{progress.unit} {progress.done}/{progress.total} {summary}")
+        last_decile = decile
+        if on_iteration is not None:
+            on_iteration(algo.iteration, {"env_steps": getattr(algo, "env_steps", 0), **metrics})
+        if stop.requested and not done:
+            raise Interrupted(str(stop.signal_name), run_dir, progress.done, progress.total)

@@ -1,0 +1,227 @@
+"""Online Decision Transformer (Zheng, Zhang and Grover, ICML 2022) on rlformer's DT.
+
+Two phases, one run:
+
+1. *Pretraining* (skipped with ``odt.init_from``): ``odt.pretrain_steps`` gradient steps on the
+   offline dataset, with ODT's loss (likelihood of the data's actions plus a learned entropy
+   bonus) instead of the DT's squared error.
+2. *Online*: each iteration the rollout workers (local or Ray, the collectors PPO uses) play
+   whole episodes with the current stochastic DT, conditioned on the exploration return; the
+   episodes join a FIFO buffer of whole trajectories seeded with the best offline ones, and the
+   learner takes ``odt.updates_per_iteration`` steps on windows sampled from the buffer, with
+   returns-to-go computed from what each trajectory achieved (hindsight relabelling).
+
+The state normalisation stays the one of the offline data (or of ``init_from``'s checkpoint) for
+the whole run, so the policy's inputs mean the same before and after going online. Checkpoints
+have ``kind: dt``: ``rlformer eval`` sweeps target returns on them exactly as on a DT.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlformer.algos.base import Progress
+from rlformer.algos.dt import DT, _as_array
+from rlformer.algos.odt_worker import EpisodeBatch, EpisodeWorker
+from rlformer.checkpoints import (
+    CheckpointError,
+    checkpoint_config,
+    checkpoint_spaces,
+    load_checkpoint,
+    require_keys,
+)
+from rlformer.config import TrainConfig
+from rlformer.data.episodes import Dataset
+from rlformer.data.sampling import WindowSampler
+from rlformer.data.trajectory_buffer import TrajectoryBuffer
+from rlformer.learners.odt import ODTLearner
+from rlformer.rollout.collector import Collector, WorkerSpec, make_collector
+
+# What must match between odt.init_from's checkpoint and this run for its weights to mean the
+# same thing here.
+MATCHING_DT_SETTINGS = ("core", "context", "max_timestep", "return_scale", "memory_segments")
+
+
+class ODT(DT):
+    """The :class:`~rlformer.algos.base.Algorithm` for ``algo: odt``."""
+
+    kind = "dt"
+
+    def __init__(self, cfg: TrainConfig, device: torch.device) -> None:
+        super().__init__(cfg, device)
+        odt = cfg.odt
+        if odt.init_from is not None:
+            self._load_initial_policy(odt.init_from)
+        self.pretrain_steps = 0 if odt.init_from is not None else odt.pretrain_steps
+        self.buffer = TrajectoryBuffer(odt.replay_size, self.dataset.episodes)
+        self.exploration_return = (
+            odt.exploration_return
+            if odt.exploration_return is not None
+            else 2.0 * max(cfg.dt.target_returns)
+        )
+        self.env_steps = 0
+        self.collector: Collector | None = None
+
+    def make_learner(self) -> ODTLearner:
+        cfg = self.cfg
+        return ODTLearner(self.model, cfg.dt, cfg.odt, self.device, nonfinite=cfg.run.nonfinite)
+
+    def _load_initial_policy(self, path: str) -> None:
+        """Weights and state normalisation of a DT (or ODT) checkpoint to fine-tune."""
+        payload = load_checkpoint(path)
+        if payload.get("kind") != "dt":
+            raise CheckpointError(
+                f"{path}: odt.init_from needs a DT or ODT checkpoint, this one is "
+                f"{payload.get('kind', 'ppo')!r}"
+            )
+        source = checkpoint_config(payload, path)
+        for name in MATCHING_DT_SETTINGS:
+            theirs, ours = getattr(source.dt, name), getattr(self.cfg.dt, name)
+            if theirs != ours:
+                raise CheckpointError(
+                    f"{path}: dt.{name} is {theirs!r} there and {ours!r} here; set the same "
+                    f"dt.{name} to fine-tune it"
+                )
+        if checkpoint_spaces(payload, path) != (self.observation_space, self.action_space):
+            raise CheckpointError(
+                f"{path}: trained on other observation or action spaces than {self.cfg.env.id}"
+            )
+        require_keys(payload, path, "model", "normalization")
+        # A plain DT has no spread head; ODT starts it fresh and keeps every other weight.
+        missing, unexpected = self.model.load_state_dict(payload["model"], strict=False)
+        if unexpected or any(not key.startswith("predict_log_std.") for key in missing):
+            raise CheckpointError(
+                f"{path}: its weights do not fit this DT (missing {missing[:3]}, "
+                f"unexpected {unexpected[:3]})"
+            )
+        stats = payload["normalization"]
+        mean, std = _as_array(stats["state_mean"]), _as_array(stats["state_std"])
+        self.sampler = WindowSampler(
+            self.dataset,
+            self.cfg.dt.context,
+            self.cfg.dt.return_scale,
+            discrete_actions=self.discrete,
+            state_stats=(mean, std),
+        )
+        self.normalization = {**self.normalization, "state_mean": stats["state_mean"]}
+        self.normalization["state_std"] = stats["state_std"]
+
+    # ------------------------------------------------------------ run-loop protocol
+    def start(self) -> None:
+        spec = WorkerSpec(
+            EpisodeWorker,
+            (
+                self.cfg,
+                {
+                    "state_mean": self.sampler.state_mean,
+                    "state_std": self.sampler.state_std,
+                    "action_low": self.low,
+                    "action_high": self.high,
+                },
+                self.exploration_return,
+                self.cfg.run.seed,
+            ),
+        )
+        self.collector = make_collector(self.cfg, spec)
+
+    def close(self) -> None:
+        if self.collector is not None:
+            self.collector.close()
+            self.collector = None
+
+    @property
+    def online(self) -> bool:
+        return self.learner.step >= self.pretrain_steps
+
+    def finished(self) -> bool:
+        return self.online and self.env_steps >= self.cfg.odt.online_steps
+
+    def progress(self) -> Progress:
+        if not self.online:
+            return Progress(self.learner.step, self.pretrain_steps, "pretrain step")
+        return Progress(self.env_steps, self.cfg.odt.online_steps, "env step")
+
+    def iterate(self) -> dict[str, float]:
+        if not self.online:
+            steps = min(self.cfg.dt.log_every, self.pretrain_steps - self.learner.step)
+            metrics: dict[str, float] = {}
+            for _ in range(steps):
+                metrics = self.learner.update(self.sample_windows(self.sampler))
+            self.iteration += 1
+            return metrics
+        return self._online_iteration()
+
+    def _online_iteration(self) -> dict[str, float]:
+        assert self.collector is not None
+        started = time.perf_counter()
+        batch: EpisodeBatch = self.collector.collect(
+            self.model.state_dict(), version=self.iteration
+        )
+        collect_s = time.perf_counter() - started
+        self.buffer.add(batch.episodes)
+        self.env_steps += batch.env_steps
+        buffer_sampler = WindowSampler(
+            Dataset(self.buffer.episodes, "replay buffer"),
+            self.cfg.dt.context,
+            self.cfg.dt.return_scale,
+            discrete_actions=self.discrete,
+            state_stats=(self.sampler.state_mean, self.sampler.state_std),
+        )
+        update_started = time.perf_counter()
+        metrics: dict[str, float] = {}
+        for _ in range(self.cfg.odt.updates_per_iteration):
+            metrics = self.learner.update(self.sample_windows(buffer_sampler))
+        self.iteration += 1
+        returns = [e.episode_return for e in batch.episodes]
+        buffer_returns = [e.episode_return for e in self.buffer.episodes]
+        metrics |= {
+            "rollout/return_mean": float(np.mean(returns)),
+            "rollout/return_max": float(np.max(returns)),
+            "rollout/episodes": float(len(returns)),
+            "rollout/env_steps": float(self.env_steps),
+            "rollout/target_return": self.exploration_return,
+            "buffer/trajectories": float(len(self.buffer)),
+            "buffer/return_mean": float(np.mean(buffer_returns)),
+            "time/collect_s": collect_s,
+            "time/update_s": time.perf_counter() - update_started,
+        }
+        successes = [s for s in batch.successes if s is not None]
+        if successes:
+            metrics["rollout/success_rate"] = float(np.mean(successes))
+        return metrics
+
+    def summary(self, metrics: dict[str, float]) -> str:
+        text = super().summary(metrics)
+        if "policy/alpha" in metrics:
+            text += f" alpha {metrics['policy/alpha']:.3f}"
+        if "rollout/return_mean" in metrics:
+            text += f" return {metrics['rollout/return_mean']:.1f}"
+        return text
+
+    def state(self) -> dict[str, Any]:
+        assert self.collector is not None
+        return {
+            **super().state(),
+            "odt": {
+                "env_steps": self.env_steps,
+                "buffer": self.buffer.state_dict(),
+                "workers": self.collector.get_state(),
+            },
+        }
+
+    def restore(self, payload: dict[str, Any], path: Path, trust: bool) -> None:
+        assert self.collector is not None
+        super().restore(payload, path, trust)
+        require_keys(payload, path, "odt")
+        state = payload["odt"]
+        self.env_steps = int(state["env_steps"])
+        self.buffer.load_state_dict(state["buffer"], self.dataset.episodes)
+        self.collector.set_state(state["workers"])
+
+
+ALGORITHM = ODT

@@ -1,0 +1,94 @@
+"""A FIFO replay buffer of whole trajectories, as the Online Decision Transformer trains on.
+
+It starts with the ``capacity`` highest-return offline trajectories, ordered from the lowest
+return to the highest. While not full, new trajectories are appended; once full, each new one
+overwrites the slot after the last one written, starting at slot 0, so the oldest entries (at
+first the weakest offline trajectories) leave first.
+
+Returns-to-go are not stored: windows sampled from the buffer compute them from the rewards a
+trajectory actually achieved (hindsight relabelling), never from the return it was conditioned on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlformer.data.episodes import Episode
+
+
+class TrajectoryBuffer:
+    """Whole trajectories, at most ``capacity`` of them.
+
+    Attributes:
+        episodes: The stored trajectories, by slot.
+        sources: Per slot, the offline trajectory's index (>= 0) or ``-1 - k`` for the k-th
+            trajectory added online; a checkpoint stores only the online ones.
+    """
+
+    def __init__(self, capacity: int, offline: list[Episode]) -> None:
+        self.capacity = capacity
+        returns = np.array([e.episode_return for e in offline])
+        best = np.argsort(returns, kind="stable")[-capacity:] if offline else []
+        self.episodes: list[Episode] = [offline[i] for i in best]
+        self.sources: list[int] = [int(i) for i in best]
+        self.next_slot = 0  # overwritten next once the buffer is full
+        self.added = 0  # trajectories added online so far
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+    def add(self, episodes: list[Episode]) -> None:
+        for episode in episodes:
+            source = -1 - self.added
+            self.added += 1
+            if len(self.episodes) < self.capacity:
+                self.episodes.append(episode)
+                self.sources.append(source)
+            else:
+                self.episodes[self.next_slot] = episode
+                self.sources[self.next_slot] = source
+                self.next_slot = (self.next_slot + 1) % self.capacity
+
+    def state_dict(self) -> dict[str, Any]:
+        """Slot sources and the online trajectories as tensors (loads with weights_only)."""
+        online = {
+            str(source): {
+                "observations": torch.as_tensor(e.observations),
+                "actions": torch.as_tensor(e.actions),
+                "rewards": torch.as_tensor(e.rewards),
+                "terminated": bool(e.terminated),
+            }
+            for source, e in zip(self.sources, self.episodes, strict=True)
+            if source < 0
+        }
+        return {
+            "sources": list(self.sources),
+            "next_slot": self.next_slot,
+            "added": self.added,
+            "online": online,
+        }
+
+    def load_state_dict(self, state: dict[str, Any], offline: list[Episode]) -> None:
+        """Rebuild the slots: offline trajectories from ``offline``, online ones from ``state``."""
+        episodes = []
+        for source in state["sources"]:
+            if source >= 0:
+                episodes.append(offline[source])
+                continue
+            entry = state["online"][str(source)]
+            episodes.append(
+                Episode(
+                    entry["observations"].numpy(),
+                    entry["actions"].numpy(),
+                    entry["rewards"].numpy(),
+                    bool(entry["terminated"]),
+                    not bool(entry["terminated"]),
+                )
+            )
+        self.episodes = episodes
+        self.sources = [int(s) for s in state["sources"]]
+        self.next_slot = int(state["next_slot"])
+        self.added = int(state["added"])

@@ -1,0 +1,266 @@
+"""ODT end to end: real CartPole and T-Maze envs, real HDF5 data, real Ray, the real CLI."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rlformer.algos.loop import build_algorithm
+from rlformer.checkpoints import CheckpointError, load_checkpoint
+from rlformer.config import TrainConfig, load_config
+from rlformer.data.d4rl_format import write_d4rl
+from rlformer.data.recorder import collect_dataset
+from rlformer.data.synthetic import tmaze_walks
+from rlformer.runs import read_metrics
+from rlformer.training import train
+
+REPO = Path(__file__).resolve().parents[2]
+TINY_DT = [
+    "dt.context=4",
+    "dt.batch_size=8",
+    "dt.log_every=5",
+    "dt.warmup_steps=10",
+    "dt.core.n_layers=1",
+    "dt.core.d_model=16",
+    "dt.core.d_ff=32",
+    "dt.core.dropout=0.0",
+]
+
+
+@pytest.fixture(scope="module")
+def walks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "walks.hdf5"
+    write_d4rl(path, tmaze_walks(4, 40, seed=0, p_correct=0.75), {"env_id": "rlformer/TMaze-v0"})
+    return path
+
+
+@pytest.fixture(scope="module")
+def cartpole(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "cartpole_random.hdf5"
+    collect_dataset("random", "CartPole-v1", 1500, path, seed=0, num_envs=4, progress=False)
+    return path
+
+
+def _tmaze_odt(data: Path, root: Path, *extra: str) -> TrainConfig:
+    return load_config(
+        None,
+        [
+            "algo=odt",
+            "env.id=rlformer/TMaze-v0",
+            "env.kwargs.length=4",
+            f"dt.dataset={data}",
+            *TINY_DT,
+            "dt.target_returns=[1]",
+            "odt.pretrain_steps=10",
+            "odt.online_steps=60",
+            "odt.updates_per_iteration=4",
+            "odt.replay_size=30",
+            "rollout.num_workers=2",
+            "rollout.envs_per_worker=2",
+            "rollout.worker_cpus=0.5",
+            "eval.episodes=0",
+            f"run.root={root}",
+            "run.progress=false",
+            *extra,
+        ],
+    )
+
+
+def _played(
+    backend: str, walks: Path, root: Path
+) -> tuple[list, list[int], dict[str, torch.Tensor]]:
+    algo = build_algorithm(_tmaze_odt(walks, root, f"rollout.backend={backend}"))
+    algo.start()
+    try:
+        while not algo.online:
+            algo.iterate()
+        for _ in range(3):
+            algo.iterate()
+        return algo.buffer.episodes, algo.buffer.sources, algo.model.state_dict()
+    finally:
+        algo.close()
+
+
+@pytest.mark.slow
+def test_online_collection_on_ray_equals_local(walks: Path, tmp_path: Path) -> None:
+    local_episodes, local_sources, local_weights = _played("local", walks, tmp_path / "local")
+    ray_episodes, ray_sources, ray_weights = _played("ray", walks, tmp_path / "ray")
+    assert local_sources == ray_sources
+    assert sum(s < 0 for s in local_sources) == 12  # 3 iterations x 2 workers x 2 envs
+    for a, b in zip(local_episodes, ray_episodes, strict=True):
+        np.testing.assert_array_equal(a.observations, b.observations)
+        np.testing.assert_array_equal(a.actions, b.actions)
+        np.testing.assert_array_equal(a.rewards, b.rewards)
+    for key in local_weights:
+        assert torch.equal(local_weights[key], ray_weights[key]), key
+
+
+def test_rollouts_sample_and_are_relabelled(walks: Path, tmp_path: Path) -> None:
+    """Online episodes join the buffer with actions sampled from the policy; the windows
+    trained on carry the returns they achieved, not the exploration target."""
+    algo = build_algorithm(_tmaze_odt(walks, tmp_path, "odt.exploration_return=5"))
+    algo.start()
+    try:
+        while not algo.online:
+            algo.iterate()
+        metrics = algo.iterate()
+    finally:
+        algo.close()
+    online = [e for e, s in zip(algo.buffer.episodes, algo.buffer.sources, strict=True) if s < 0]
+    assert len(online) == 4 == metrics["rollout/episodes"]  # 2 workers x 2 envs
+    assert metrics["rollout/target_return"] == 5.0
+    assert sum(len(e) for e in online) == algo.env_steps == metrics["rollout/env_steps"]
+    assert all(e.episode_return in (0.0, 1.0) for e in online)  # T-Maze pays 0 or 1, never 5
+    from rlformer.data.episodes import Dataset
+    from rlformer.data.sampling import WindowSampler
+
+    sampler = WindowSampler(Dataset(online, "online"), 4, 1.0, discrete_actions=True)
+    first = next(iter(sampler.episode_windows(0)))
+    assert first.returns_to_go[0, 0, 0].item() == online[0].episode_return
+
+
+@pytest.fixture(scope="module")
+def pendulum(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "pendulum_random.hdf5"
+    collect_dataset("random", "Pendulum-v1", 800, path, seed=0, num_envs=4, progress=False)
+    return path
+
+
+def _dt_run(env: list[str], data: Path, root: Path) -> Path:
+    settings = ["algo=dt", *env, f"dt.dataset={data}", *TINY_DT, "dt.train_steps=10"]
+    settings += ["eval.episodes=0", f"run.root={root}", "run.progress=false"]
+    return train(load_config(None, settings)).run_dir
+
+
+def test_fine_tunes_a_dt_checkpoint_and_refuses_a_mismatched_one(
+    walks: Path, tmp_path: Path
+) -> None:
+    env = ["env.id=rlformer/TMaze-v0", "env.kwargs.length=4"]
+    dt_run = _dt_run(env, walks, tmp_path / "dt")
+    dt_weights = load_checkpoint(dt_run)["model"]
+    algo = build_algorithm(_tmaze_odt(walks, tmp_path, f"odt.init_from={dt_run}"))
+    assert algo.online, "a fine-tuned checkpoint skips pretraining"
+    weights = algo.model.state_dict()
+    assert weights.keys() == dt_weights.keys()  # discrete: the logits already are a policy
+    for key, value in dt_weights.items():
+        assert torch.equal(weights[key], value), key
+    with pytest.raises(CheckpointError, match="dt.context is 4 there and 6 here"):
+        build_algorithm(_tmaze_odt(walks, tmp_path, f"odt.init_from={dt_run}", "dt.context=6"))
+
+
+def test_continuous_dt_gains_a_fresh_spread_head(
+    pendulum: Path, walks: Path, tmp_path: Path
+) -> None:
+    dt_run = _dt_run(["env.id=Pendulum-v1"], pendulum, tmp_path / "dt")
+    dt_weights = load_checkpoint(dt_run)["model"]
+    cfg = load_config(
+        None,
+        ["algo=odt", "env.id=Pendulum-v1", f"dt.dataset={pendulum}", *TINY_DT]
+        + [f"odt.init_from={dt_run}", f"run.root={tmp_path}"],
+    )
+    algo = build_algorithm(cfg)
+    weights = algo.model.state_dict()
+    assert set(weights) - set(dt_weights) == {"predict_log_std.weight", "predict_log_std.bias"}
+    for key, value in dt_weights.items():
+        assert torch.equal(weights[key], value), key
+    # The deterministic action is unchanged: tanh of the Gaussian's mean is the DT's output.
+    batch = algo.sampler.sample(4, np.random.default_rng(0))
+    args = (batch.states, batch.actions, batch.returns_to_go, batch.timesteps, batch.mask)
+    plain = algo.model.__class__(3, 1, False, algo.model.core.cfg, algo.model.max_timestep)
+    plain.load_state_dict(dt_weights)
+    algo.model.eval(), plain.eval()
+    with torch.no_grad():
+        assert torch.allclose(algo.model(*args).action_preds, plain(*args).action_preds)
+    with pytest.raises(CheckpointError, match="other observation or action spaces"):
+        build_algorithm(_tmaze_odt(walks, tmp_path, f"odt.init_from={dt_run}"))
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "rlformer.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, f"rlformer {args}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def _cartpole_args(data: Path, root: Path) -> list[str]:
+    settings = [
+        f"dt.dataset={data}",
+        *TINY_DT,
+        "odt.pretrain_steps=10",
+        "odt.online_steps=400",
+        "odt.updates_per_iteration=3",
+        "rollout.envs_per_worker=2",
+        "eval.episodes=3",
+        "run.checkpoint_every=2",
+        f"run.root={root}",
+    ]
+    return [str(REPO / "configs/odt_cartpole.yaml"), *(a for s in settings for a in ("--set", s))]
+
+
+def _final(run_dir: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(run_dir)["model"]
+
+
+def _rows(run_dir: Path) -> list[dict[str, float]]:
+    return [
+        {k: v for k, v in row.items() if not k.startswith("time/")} for row in read_metrics(run_dir)
+    ]
+
+
+@pytest.mark.slow
+def test_killed_odt_run_resumes_identically_and_evaluates(cartpole: Path, tmp_path: Path) -> None:
+    straight_root, killed_root = tmp_path / "straight", tmp_path / "killed"
+    _cli("train", *_cartpole_args(cartpole, straight_root), cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlformer.cli", "train", *_cartpole_args(cartpole, killed_root)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        # Kill after the first online checkpoint, so the buffer and workers must be restored.
+        checkpoints = list(killed_root.glob("*/checkpoints/*.pt")) if killed_root.exists() else []
+        if any(int(p.stem.removeprefix("ckpt_")) > 10 for p in checkpoints):
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    (killed_dir,) = killed_root.iterdir()
+    _cli("train", "--resume", str(killed_dir), cwd=tmp_path)
+
+    (straight_dir,) = straight_root.iterdir()
+    a, b = _final(straight_dir), _final(killed_dir)
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert _rows(straight_dir) == _rows(killed_dir)
+    assert load_checkpoint(killed_dir)["odt"]["env_steps"] >= 400
+
+    # An ODT checkpoint evaluates like a DT one: a sweep of target returns.
+    _cli(
+        "eval",
+        str(killed_dir),
+        "--target-return",
+        "100:300:3",
+        "--episodes",
+        "2",
+        "--json",
+        str(tmp_path / "sweep.json"),
+        cwd=tmp_path,
+    )
+    reports = json.loads((tmp_path / "sweep.json").read_text())["reports"]
+    assert sorted(r["target_return"] for r in reports) == [100.0, 200.0, 300.0]
