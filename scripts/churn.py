@@ -163,6 +163,7 @@ def run_churn(
     root: Path | None = None,
 ) -> ChurnReport:
     """Train under churn and check the invariants (see the module docstring)."""
+    import rlformer.algos.ppo as ppo_algorithm
     import rlformer.training as training
     from rlformer.checkpoints import latest_checkpoint, read_checkpoint_file
     from rlformer.runs import read_metrics
@@ -172,18 +173,18 @@ def run_churn(
         Path(root or tempfile.mkdtemp(prefix="churn-")), iterations, planned_kills, workers, seed
     )
     wrappers: list[KillingCollector] = []
-    real_make_collector = training.make_collector
+    real_make_collector = ppo_algorithm.make_collector
 
     def make_collector(config: Any) -> KillingCollector:
         wrappers.append(KillingCollector(real_make_collector(config), kill_every, max_delay, seed))
         return wrappers[-1]
 
-    training.make_collector = make_collector
+    ppo_algorithm.make_collector = make_collector
     started = time.perf_counter()
     try:
         result = training.train(cfg)
     finally:
-        training.make_collector = real_make_collector
+        ppo_algorithm.make_collector = real_make_collector
     wall_s = time.perf_counter() - started
     (collector,) = wrappers
 

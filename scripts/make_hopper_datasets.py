@@ -63,6 +63,7 @@ class Recipe:
     dataset_steps: int = 1_000_000
     seed: int = 0
     device: str = "auto"
+    medium_only: bool = False  # stop SAC at the medium level; no expert policy or data
 
 
 def replay_buffer_dataset(model: Any, path: Path, metadata: dict[str, Any]) -> int:
@@ -128,6 +129,7 @@ def _make_medium_callback(
                 )
                 print(f"medium level reached: saved sac_medium.zip and {n} replay transitions")
                 self.medium_saved = True
+                return not recipe.medium_only  # False ends SAC's training here
             return True
 
     return MediumCheckpoint()
@@ -161,7 +163,9 @@ def train(recipe: Recipe) -> dict[str, float]:
     started, started_cpu = time.perf_counter(), time.process_time()
     model.learn(recipe.expert_steps, callback=_make_medium_callback(recipe, log, timing))
     ended, ended_cpu = time.perf_counter(), time.process_time()
-    model.save(recipe.out_dir / "sac_expert.zip")
+    trained_steps = int(model.num_timesteps)
+    if not recipe.medium_only:
+        model.save(recipe.out_dir / "sac_expert.zip")
     if not (recipe.out_dir / "sac_medium.zip").exists():
         # Never reached the medium level: keep the whole run's buffer, and say so.
         print(f"warning: no evaluation reached D4RL score {recipe.medium_score}; medium = expert")
@@ -174,7 +178,7 @@ def train(recipe: Recipe) -> dict[str, float]:
             ),
         )
     (recipe.out_dir / "sac_evaluations.json").write_text(json.dumps(log, indent=1))
-    learning_steps = recipe.expert_steps - recipe.learning_starts
+    learning_steps = trained_steps - recipe.learning_starts
     learning = ended - timing.get("learning_started", started)
     learning_cpu = ended_cpu - timing.get("learning_started_cpu", started_cpu)
     return {
@@ -214,6 +218,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=Recipe.seed)
     parser.add_argument("--device", default=Recipe.device, help="SAC device: auto | cpu | cuda")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
+    parser.add_argument(
+        "--medium-only",
+        action="store_true",
+        help="stop SAC at the medium level and write only hopper-medium and medium-replay",
+    )
     args = parser.parse_args()
     if args.quick:
         args.expert_steps, args.learning_starts, args.eval_every = 3_000, 1_000, 1_000
@@ -228,17 +237,19 @@ def main() -> None:
         args.dataset_steps,
         args.seed,
         args.device,
+        args.medium_only,
     )
     torch.set_num_threads(1)
     recipe.out_dir.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
-    if (recipe.out_dir / "sac_expert.zip").exists():
-        print("sac_expert.zip exists: reusing the trained policies")
+    levels = ("medium",) if recipe.medium_only else ("expert", "medium")
+    if (recipe.out_dir / f"sac_{levels[0]}.zip").exists():
+        print(f"sac_{levels[0]}.zip exists: reusing the trained policies")
     else:
         timings |= train(recipe)
-    for level in ("expert", "medium"):
+    for level in levels:
         timings[f"record_{level}_s"] = record(recipe, level)
-    for name in ("expert", "medium", "medium-replay"):
+    for name in (*levels, "medium-replay"):
         dataset = load_dataset(recipe.out_dir / f"hopper-{name}.hdf5")
         print("\n" + format_summary(summarize_dataset(dataset)))
     print("\n" + json.dumps(timings, indent=1))

@@ -264,3 +264,21 @@ def test_killed_odt_run_resumes_identically_and_evaluates(cartpole: Path, tmp_pa
     )
     reports = json.loads((tmp_path / "sweep.json").read_text())["reports"]
     assert sorted(r["target_return"] for r in reports) == [100.0, 200.0, 300.0]
+
+
+def test_memory_dt_trains_online(walks: Path, tmp_path: Path) -> None:
+    """dt.memory_segments > 0: rollouts carry memory across K-step windows, and the buffer is
+    trained on consecutive windows, as offline."""
+    cfg = _tmaze_odt(walks, tmp_path, "dt.memory_segments=2", "dt.context=3", "odt.online_steps=30")
+    algo = build_algorithm(cfg)
+    windows = algo.sample_windows(algo.sampler)
+    assert isinstance(windows, list) and len(windows) == 2
+    assert algo.policy().carry_memory
+    algo.start()
+    try:
+        while not algo.finished():
+            metrics = algo.iterate()
+    finally:
+        algo.close()
+    assert algo.env_steps >= 30 and np.isfinite(metrics["loss/action"])
+    assert sum(s < 0 for s in algo.buffer.sources) == metrics["rollout/episodes"] * 2

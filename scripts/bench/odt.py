@@ -1,0 +1,294 @@
+"""Online Decision Transformer benchmark: does fine-tuning on its own rollouts beat the controls?
+
+Per task and seed, in one process, one arm after another:
+
+1. ``offline_dt``: a DT trained offline for ``--pretrain-steps`` gradient steps (``algo: dt``),
+   scored with the task's target return;
+2. ``odt``: that checkpoint fine-tuned with ``algo: odt`` (``odt.init_from``) for
+   ``--online-steps`` env steps; its wall-clock time W is recorded;
+3. ``dt_more``: control (a), the same offline DT trained on for the same wall-clock W on the
+   offline data only;
+4. ``ppo``: control (b), rlformer PPO (GTrXL, observation and reward normalisation) from scratch
+   with the same ``--online-steps`` env steps.
+
+Every arm ends with the same deterministic evaluation (``--episodes`` episodes, seeds disjoint
+from training). Hopper scores are D4RL-normalised (0 = random, 100 = D4RL expert); CartPole has
+no D4RL reference, so its scores are raw returns. Rows go to ``--out`` (JSONL) as they finish, so
+a killed run continues where it stopped; the summary (mean and IQM with bootstrap 95% CIs over
+seeds) is printed at the end or with ``--report-only``.
+
+    .venv/bin/python scripts/bench/odt.py --task cartpole --dataset data/cartpole_medium.hdf5
+    .venv/bin/python scripts/bench/odt.py --task hopper --dataset data/hopper/hopper-medium.hdf5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from rlformer.algos.loop import build_algorithm
+from rlformer.checkpoints import newest_readable_checkpoint
+from rlformer.config import TrainConfig, load_config
+from rlformer.data.references import normalized_score
+from rlformer.evaluation.statistics import summarize_scores
+from rlformer.training import train
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+ARMS = ("offline_dt", "odt", "dt_more", "ppo")
+
+
+@dataclass(frozen=True)
+class Task:
+    env_id: str
+    dt_config: str
+    odt_config: str
+    target: float
+    ppo_overrides: tuple[str, ...]
+
+
+TASKS = {
+    "hopper": Task(
+        "Hopper-v5",
+        "dt_hopper.yaml",
+        "odt_hopper.yaml",
+        3600.0,
+        ("rollout.envs_per_worker=8", "rollout.fragment_length=256", "ppo.num_minibatches=8"),
+    ),
+    "cartpole": Task(
+        "CartPole-v1",
+        "dt_hopper.yaml",  # the published DT settings; env, data and scale are overridden
+        "odt_cartpole.yaml",
+        500.0,
+        ("rollout.envs_per_worker=8", "rollout.fragment_length=128", "ppo.num_minibatches=4"),
+    ),
+}
+
+
+@dataclass
+class Row:
+    task: str
+    seed: int
+    arm: str
+    episode_return: float
+    score: float
+    env_steps: int
+    gradient_steps: int
+    seconds: float
+
+
+def _common(args: argparse.Namespace, seed: int, name: str) -> list[str]:
+    return [
+        f"run.seed={seed}",
+        f"run.root={args.root}",
+        f"run.name={args.task}_{name}_s{seed}",
+        "run.progress=false",
+        f"eval.episodes={args.episodes}",
+    ]
+
+
+def _dt_config(args: argparse.Namespace, task: Task, seed: int, steps: int) -> TrainConfig:
+    return load_config(
+        CONFIGS / task.dt_config,
+        [
+            *_common(args, seed, "dt"),
+            f"env.id={task.env_id}",
+            f"dt.dataset={args.dataset}",
+            f"dt.train_steps={steps}",
+            f"dt.return_scale={args.return_scale}",
+            f"dt.warmup_steps={args.warmup}",
+            f"dt.target_returns=[{task.target}]",
+            "dt.log_every=100",
+            "run.checkpoint_every=1000",
+        ],
+    )
+
+
+def _score(task: Task, episode_return: float) -> float:
+    score = normalized_score(episode_return, task.env_id)
+    return episode_return if score is None else score
+
+
+def _row(
+    task_name: str, seed: int, arm: str, ret: float, env_steps: int, grads: int, s: float
+) -> Row:
+    return Row(task_name, seed, arm, ret, _score(TASKS[task_name], ret), env_steps, grads, s)
+
+
+def run_seed(
+    args: argparse.Namespace, seed: int, done: set[tuple[int, str]], record: Callable[[Row], None]
+) -> None:
+    """The four arms of one seed (skipping those already in the results file)."""
+    task = TASKS[args.task]
+    key = f"target_{task.target:g}/return_mean"
+    started = time.perf_counter()
+    dt_cfg = _dt_config(args, task, seed, args.pretrain_steps)
+    dt_dir = next(iter(sorted(args.root.glob(f"{args.task}_dt_s{seed}-*"))), None)
+    if dt_dir is None or (seed, "offline_dt") not in done:
+        result = train(dt_cfg)
+        dt_dir = result.run_dir
+        assert result.evaluation is not None
+        record(
+            _row(
+                args.task,
+                seed,
+                "offline_dt",
+                result.evaluation[key],
+                0,
+                args.pretrain_steps,
+                time.perf_counter() - started,
+            )
+        )
+
+    odt_seconds = None
+    if (seed, "odt") not in done:
+        odt_cfg = load_config(
+            CONFIGS / task.odt_config,
+            [
+                *_common(args, seed, "odt"),
+                f"dt.dataset={args.dataset}",
+                f"dt.return_scale={args.return_scale}",
+                f"dt.warmup_steps={args.warmup}",
+                f"dt.target_returns=[{task.target}]",
+                f"odt.init_from={dt_dir}",
+                f"odt.online_steps={args.online_steps}",
+                *(f"odt.updates_per_iteration={args.updates}" for _ in [0] if args.updates),
+            ],
+        )
+        started = time.perf_counter()
+        result = train(odt_cfg)
+        odt_seconds = time.perf_counter() - started
+        assert result.evaluation is not None
+        grads = newest_readable_checkpoint(result.run_dir)[1]["learner"]["step"]
+        record(
+            _row(
+                args.task, seed, "odt", result.evaluation[key], result.env_steps, grads, odt_seconds
+            )
+        )
+    else:
+        odt_seconds = next(r.seconds for r in args.finished if (r.seed, r.arm) == (seed, "odt"))
+
+    if (seed, "dt_more") not in done:
+        # Control (a): resume the offline DT and keep training it on the offline data for the
+        # wall-clock time ODT took.
+        more_cfg = _dt_config(args, task, seed, 10**9)
+        algo = build_algorithm(more_cfg)
+        path, payload = newest_readable_checkpoint(dt_dir)
+        algo.restore(payload, path, trust=False)
+        torch.set_rng_state(payload["torch_rng"])
+        started = time.perf_counter()
+        while time.perf_counter() - started < odt_seconds:
+            algo.iterate()
+        evaluation = algo.evaluate()
+        assert evaluation is not None
+        record(
+            _row(
+                args.task,
+                seed,
+                "dt_more",
+                evaluation.metrics[key],
+                0,
+                algo.learner.step,
+                time.perf_counter() - started,
+            )
+        )
+
+    if (seed, "ppo") not in done:
+        ppo_cfg = load_config(
+            None,
+            [
+                *_common(args, seed, "ppo"),
+                f"env.id={task.env_id}",
+                f"ppo.total_steps={args.online_steps}",
+                "model.normalize_obs=true",
+                "model.normalize_reward=true",
+                *task.ppo_overrides,
+            ],
+        )
+        started = time.perf_counter()
+        result = train(ppo_cfg)
+        assert result.evaluation is not None
+        record(
+            _row(
+                args.task,
+                seed,
+                "ppo",
+                result.evaluation["return_mean"],
+                result.env_steps,
+                0,
+                time.perf_counter() - started,
+            )
+        )
+
+
+def report(rows: list[Row]) -> None:
+    for task in dict.fromkeys(r.task for r in rows):
+        mine = [r for r in rows if r.task == task]
+        print(f"\n{task} ({'D4RL-normalised score' if task == 'hopper' else 'return'})")
+        print(
+            f"  {'arm':10s} {'seeds':>5s} {'mean [95% CI]':>26s} {'IQM [95% CI]':>26s} "
+            f"{'env steps':>9s} {'grad steps':>10s} {'seconds':>8s}"
+        )
+        for arm in ARMS:
+            arm_rows = [r for r in mine if r.arm == arm]
+            if not arm_rows:
+                continue
+            s = summarize_scores([r.score for r in arm_rows], seed=0)
+            n = len(arm_rows)
+            print(
+                f"  {arm:10s} {n:5d} {s.mean:8.1f} [{s.mean_ci[0]:7.1f}, {s.mean_ci[1]:7.1f}] "
+                f"{s.iqm:8.1f} [{s.iqm_ci[0]:7.1f}, {s.iqm_ci[1]:7.1f}] "
+                f"{sum(r.env_steps for r in arm_rows) / n:9.0f} "
+                f"{sum(r.gradient_steps for r in arm_rows) / n:10.0f} "
+                f"{sum(r.seconds for r in arm_rows) / n:8.0f}"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", choices=list(TASKS), default="cartpole")
+    parser.add_argument("--dataset", type=Path, help="D4RL-layout file of the task")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--pretrain-steps", type=int, default=2000)
+    parser.add_argument("--online-steps", type=int, default=20_000)
+    parser.add_argument(
+        "--updates", type=int, default=0, help="odt.updates_per_iteration (0: config)"
+    )
+    parser.add_argument("--warmup", type=int, default=1000, help="dt.warmup_steps of every run")
+    parser.add_argument("--return-scale", type=float, default=1000.0)
+    parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--out", type=Path, default=Path("docs/odt/results.jsonl"))
+    parser.add_argument("--root", type=Path, default=Path("runs/odt_bench"))
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    finished = (
+        [Row(**json.loads(line)) for line in args.out.read_text().splitlines()]
+        if args.out.exists()
+        else []
+    )
+    args.finished = finished
+    if not args.report_only:
+        if args.dataset is None:
+            parser.error("--dataset is required unless --report-only")
+
+        def record(row: Row) -> None:
+            with args.out.open("a") as handle:
+                handle.write(json.dumps(asdict(row)) + "\n")
+            finished.append(row)
+            print(f"{row.task} seed {row.seed} {row.arm}: score {row.score:.1f}", flush=True)
+
+        for seed in range(args.seeds):
+            done = {(r.seed, r.arm) for r in finished if r.task == args.task}
+            run_seed(args, seed, done, record)
+    report(finished)
+
+
+if __name__ == "__main__":
+    main()
