@@ -128,7 +128,8 @@ def run_seed(
     key = f"target_{task.target:g}/return_mean"
     started = time.perf_counter()
     dt_cfg = _dt_config(args, task, seed, args.pretrain_steps)
-    dt_dir = next(iter(sorted(args.root.glob(f"{args.task}_dt_s{seed}-*"))), None)
+    finished_dt = sorted(args.root.glob(f"{args.task}_dt_s{seed}-*/eval.json"))
+    dt_dir = finished_dt[-1].parent if finished_dt else None
     if dt_dir is None or (seed, "offline_dt") not in done:
         result = train(dt_cfg)
         dt_dir = result.run_dir
