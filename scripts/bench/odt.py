@@ -255,6 +255,9 @@ def main() -> None:
     parser.add_argument("--task", choices=list(TASKS), default="cartpole")
     parser.add_argument("--dataset", type=Path, help="D4RL-layout file of the task")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument(
+        "--only-seeds", type=int, nargs="+", help="run just these seeds (parallel processes)"
+    )
     parser.add_argument("--pretrain-steps", type=int, default=2000)
     parser.add_argument("--online-steps", type=int, default=20_000)
     parser.add_argument(
@@ -285,7 +288,7 @@ def main() -> None:
             finished.append(row)
             print(f"{row.task} seed {row.seed} {row.arm}: score {row.score:.1f}", flush=True)
 
-        for seed in range(args.seeds):
+        for seed in args.only_seeds or range(args.seeds):
             done = {(r.seed, r.arm) for r in finished if r.task == args.task}
             run_seed(args, seed, done, record)
     report(finished)
