@@ -212,6 +212,13 @@ class PPOConfig(StrictModel):
         4, ge=1, description="Minibatches per epoch (split over env slots)."
     )
     norm_adv: bool = Field(True, description="Normalise advantages per minibatch.")
+    memory_gradient_steps: int = Field(
+        0,
+        ge=0,
+        description="B > 0: recompute the B steps before each training sequence with gradient, "
+        "so the loss reaches the memory it reads (costs B extra steps per sequence; at most "
+        "rollout.fragment_length). 0: rollout memory, no gradient.",
+    )
     target_kl: float | None = Field(
         None,
         gt=0,
@@ -364,6 +371,12 @@ class TrainConfig(StrictModel):
     def _minibatches_fit(self) -> TrainConfig:
         if self.algo != "ppo":
             return self  # other algorithms do not split rollouts into minibatches
+        if self.ppo.memory_gradient_steps > self.rollout.fragment_length:
+            raise ValueError(
+                f"ppo.memory_gradient_steps={self.ppo.memory_gradient_steps} exceeds "
+                f"rollout.fragment_length={self.rollout.fragment_length}; the steps recomputed "
+                "with gradient come from the previous fragment"
+            )
         slots = self.rollout.num_workers * self.rollout.envs_per_worker
         if self.ppo.num_minibatches > slots:
             raise ValueError(

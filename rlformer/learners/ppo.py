@@ -4,6 +4,12 @@ Memory stays aligned with the data because minibatches are whole env-slot sequen
 re-run from the memory the rollout had at the fragment start, with the rollout's episode-start
 flags, so in the first epoch the new log-probs equal the stored ones (ratio = 1).
 
+With ``ppo.memory_gradient_steps = B > 0`` each row starts ``B`` steps earlier, from the memory
+the rollout had there (the fragment's :class:`~rlformer.rollout.fragment.Prefix`): those steps are
+recomputed with gradient and only the fragment's steps enter the loss, so the loss reaches the
+memory it reads, up to ``B`` steps back. The recomputed memory comes from the current weights,
+not the rollout's, so the first-epoch ratio is no longer exactly 1; that drift is the price.
+
 Calling loop::
 
     learner = PPOLearner(model, cfg.ppo, device, iterations)
@@ -27,7 +33,7 @@ from rlformer.learners.finite import (
 )
 from rlformer.learners.returns import compute_gae
 from rlformer.models.actor_critic import ActorCritic, AgentState, EvaluateOutput
-from rlformer.models.spaces import Tree, tree_map
+from rlformer.models.spaces import Tree, tree_map, tree_stack
 from rlformer.rollout.fragment import Fragment
 
 
@@ -35,7 +41,9 @@ class SequenceBatch(NamedTuple):
     """A fragment turned env-major ``[E, F, ...]`` on the learner device, with GAE targets.
 
     ``obs`` is a tensor or a leaf dict of tensors (Dict / Tuple spaces); ``rewards`` are the
-    stored rewards, which the model needs as previous-reward inputs.
+    stored rewards, which the model needs as previous-reward inputs. The model's inputs (``obs``,
+    ``actions``, ``episode_start``, ``rewards``, ``state``) start ``prefix_steps`` before the
+    targets (``old_log_probs`` ... ``returns``), which cover the fragment only.
     """
 
     obs: Tree
@@ -47,11 +55,14 @@ class SequenceBatch(NamedTuple):
     episode_start: torch.Tensor
     rewards: torch.Tensor
     state: AgentState
+    prefix_steps: int = 0
 
     def rows(self, index: torch.Tensor) -> SequenceBatch:
         """The sequences of a subset of env slots."""
-        tensors = [tree_map(lambda t: t[index], t) for t in self[:-1]]
-        return SequenceBatch(*tensors, state=self.state.index(index))
+        tensors = [tree_map(lambda t: t[index], t) for t in self[:-2]]
+        return SequenceBatch(
+            *tensors, state=self.state.index(index), prefix_steps=self.prefix_steps
+        )
 
 
 def make_sequence_batch(fragment: Fragment, cfg: PPOConfig, device: torch.device) -> SequenceBatch:
@@ -70,16 +81,35 @@ def make_sequence_batch(fragment: Fragment, cfg: PPOConfig, device: torch.device
     def env_major(array: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(np.swapaxes(array, 0, 1).copy(), device=device)
 
+    prefix = fragment.prefix
+    if prefix is None:
+        inputs = (fragment.obs, fragment.actions, fragment.episode_start, fragment.rewards)
+        state, prefix_steps = fragment.state, 0
+    else:
+
+        def joined(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+            return np.concatenate([before, after], axis=0)
+
+        obs = tree_stack([prefix.obs, fragment.obs], lambda parts: joined(*parts))
+        inputs = (
+            obs,
+            joined(prefix.actions, fragment.actions),
+            joined(prefix.episode_start, fragment.episode_start),
+            joined(prefix.rewards, fragment.rewards),
+        )
+        state, prefix_steps = prefix.state, int(prefix.rewards.shape[0])
+    obs, actions, episode_start, rewards = inputs
     return SequenceBatch(
-        obs=tree_map(env_major, fragment.obs),  # images stay uint8 until the encoder
-        actions=env_major(fragment.actions),
+        obs=tree_map(env_major, obs),  # images stay uint8 until the encoder
+        actions=env_major(actions),
         old_log_probs=env_major(fragment.log_probs),
         old_values=env_major(fragment.values),
         advantages=env_major(advantages),
         returns=env_major(returns),
-        episode_start=env_major(fragment.episode_start),
-        rewards=env_major(fragment.rewards),
-        state=fragment.state.to(device),
+        episode_start=env_major(episode_start),
+        rewards=env_major(rewards),
+        state=state.to(device),
+        prefix_steps=prefix_steps,
     )
 
 
@@ -173,6 +203,8 @@ class PPOLearner:
                 out = self.model.evaluate(
                     mb.obs, mb.actions, mb.state, mb.episode_start, mb.rewards
                 )
+                if mb.prefix_steps:  # the prefix only rebuilds memory; the loss is the fragment's
+                    out = EvaluateOutput(*(part[:, mb.prefix_steps :] for part in out))
                 loss, metrics = ppo_loss(out, mb, self.cfg)
                 self.optimizer.zero_grad(set_to_none=True)
                 problem = nonfinite_loss(loss, metrics)
@@ -194,7 +226,8 @@ class PPOLearner:
                     continue
                 self.optimizer.step()
                 if epoch == 0 and count == 0:
-                    # Before any gradient step the ratio must be exactly 1 (memory alignment check).
+                    # Before any gradient step the ratio must be exactly 1 (memory alignment check;
+                    # with memory_gradient_steps it measures how far recomputed memory drifted).
                     first_epoch_ratio_error = float(metrics["ppo/max_ratio_error"])
                 for key, value in {**metrics, "grad_norm": grad_norm}.items():
                     sums[key] = sums.get(key, 0.0) + float(value)

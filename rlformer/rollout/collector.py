@@ -47,7 +47,14 @@ def ppo_worker_spec(cfg: TrainConfig) -> WorkerSpec:
     rollout = cfg.rollout
     return WorkerSpec(
         RolloutWorker,
-        (cfg.env, cfg.model, rollout.envs_per_worker, rollout.fragment_length, cfg.run.seed),
+        (
+            cfg.env,
+            cfg.model,
+            rollout.envs_per_worker,
+            rollout.fragment_length,
+            cfg.run.seed,
+            cfg.ppo.memory_gradient_steps,
+        ),
     )
 
 

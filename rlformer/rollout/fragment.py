@@ -10,6 +10,10 @@ Timing convention for step ``t`` of slot ``e``:
 the episode ended on that step. For a truncated step, ``truncation_values[t]`` holds the value of
 the final observation (0 elsewhere) so that GAE can bootstrap through time limits.
 
+With ``ppo.memory_gradient_steps = B > 0`` a fragment also carries a :class:`Prefix`: the last
+``B`` steps each slot took *before* the fragment, with the memory at their start, so the learner
+can recompute the memory the fragment starts from with gradient (see ``learners/ppo.py``).
+
 ``obs`` is one array for flat observation spaces and a dict from leaf path to array for Dict /
 Tuple spaces (see :mod:`rlformer.models.spaces`); images stay uint8. ``rewards`` are what the
 learner trains on (scaled when ``model.normalize_reward`` is on). ``statistics`` holds the
@@ -25,6 +29,32 @@ import numpy as np
 from rlformer.models.actor_critic import AgentState
 from rlformer.models.normalization import Moments, merge_moments
 from rlformer.models.spaces import Tree, tree_stack
+
+
+@dataclass
+class Prefix:
+    """The ``B`` steps before a fragment (time-major ``[B, E, ...]``) and the memory at their
+    start. Before a slot's first fragment the prefix is all episode starts, which the model
+    treats as nothing remembered."""
+
+    obs: Tree
+    actions: np.ndarray
+    rewards: np.ndarray
+    episode_start: np.ndarray
+    state: AgentState
+
+    @staticmethod
+    def concat(prefixes: list[Prefix]) -> Prefix:
+        def cat(name: str) -> np.ndarray:
+            return np.concatenate([getattr(p, name) for p in prefixes], axis=1)
+
+        return Prefix(
+            obs=tree_stack([p.obs for p in prefixes], lambda parts: np.concatenate(parts, axis=1)),
+            actions=cat("actions"),
+            rewards=cat("rewards"),
+            episode_start=cat("episode_start"),
+            state=AgentState.cat([p.state for p in prefixes]),
+        )
 
 
 @dataclass
@@ -49,6 +79,7 @@ class Fragment:
     episode_successes: list[float] = field(default_factory=list)
     sample_seconds: float = 0.0  # time the worker spent stepping envs + policy (overhead metrics)
     statistics: dict[str, Moments] = field(default_factory=dict)  # see normalization.py
+    prefix: Prefix | None = None  # the steps before, with ppo.memory_gradient_steps > 0
 
     @property
     def length(self) -> int:
@@ -96,4 +127,9 @@ class Fragment:
             episode_successes=[s for f in fragments for s in f.episode_successes],
             sample_seconds=max(f.sample_seconds for f in fragments),
             statistics=statistics,
+            prefix=(
+                Prefix.concat([f.prefix for f in fragments if f.prefix is not None])
+                if fragments[0].prefix is not None
+                else None
+            ),
         )

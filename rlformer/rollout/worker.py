@@ -24,7 +24,7 @@ from rlformer.models.normalization import Moments, moments
 from rlformer.models.spaces import flatten_obs, tree_map, tree_set, tree_stack
 from rlformer.rollout.env_factory import vector_env_from_config
 from rlformer.rollout.env_guard import EnvDataError, EnvGuard, first_nonfinite_slot
-from rlformer.rollout.fragment import Fragment
+from rlformer.rollout.fragment import Fragment, Prefix
 
 
 def worker_seed(base_seed: int, worker_index: int) -> int:
@@ -59,11 +59,13 @@ class RolloutWorker(WorkerProcess):
         num_envs: int,
         fragment_length: int,
         seed: int,
+        prefix_length: int = 0,
         worker_index: int = 0,
     ) -> None:
         torch.set_num_threads(1)
         self.worker_index = worker_index
         self.fragment_length = fragment_length
+        self.prefix_length = prefix_length  # ppo.memory_gradient_steps
         self.env_id = env_cfg.id
         self.envs = vector_env_from_config(env_cfg, num_envs)
         # Each env reports its slot and this worker when it raises (see env_guard).
@@ -95,6 +97,7 @@ class RolloutWorker(WorkerProcess):
         self.running_length = np.zeros(num_envs, dtype=np.int64)
         # Discounted return per slot whose spread scales rewards (model.normalize_reward).
         self.reward_return = np.zeros(num_envs, dtype=np.float64)
+        self.prefix: Prefix | None = None  # the last fragment's tail, once there is one
 
     def _check_finite(
         self, obs: Any, reward: np.ndarray | None, episode_steps: np.ndarray
@@ -139,11 +142,15 @@ class RolloutWorker(WorkerProcess):
         episode_start = np.zeros((length, num_envs), dtype=bool)
         truncation_values = np.zeros((length, num_envs), dtype=np.float32)
         start_state = self.state
+        prefix_start = length - self.prefix_length
+        prefix_state = start_state
         returns: list[float] = []
         lengths: list[int] = []
         successes: list[float] = []
 
         for t in range(length):
+            if t == prefix_start:
+                prefix_state = self.state  # the memory the next fragment's prefix starts from
             tree_set(obs_buf, t, self.obs)
             episode_start[t] = self.episode_start
             out = self.model.act(
@@ -185,6 +192,17 @@ class RolloutWorker(WorkerProcess):
             torch.as_tensor(self.episode_start),
             deterministic=True,
         )
+        prefix = None
+        if self.prefix_length > 0:
+            prefix = self.prefix or self._blank_prefix(obs_buf, actions, start_state)
+            tail = slice(prefix_start, length)
+            self.prefix = Prefix(
+                tree_map(lambda a: a[tail].copy(), obs_buf),
+                actions[tail].copy(),
+                rewards[tail].copy(),
+                episode_start[tail].copy(),
+                prefix_state,
+            )
         return Fragment(
             obs=obs_buf,
             actions=actions,
@@ -204,6 +222,19 @@ class RolloutWorker(WorkerProcess):
             episode_successes=successes,
             sample_seconds=time.perf_counter() - started,
             statistics=self._statistics(obs_buf, discounted),
+            prefix=prefix,
+        )
+
+    def _blank_prefix(self, obs_buf: Any, actions: np.ndarray, state: AgentState) -> Prefix:
+        """The prefix before a slot's first fragment: episode starts only, so the recomputed
+        memory is empty, exactly as the rollout's was."""
+        steps = self.prefix_length
+        return Prefix(
+            tree_map(lambda a: np.zeros_like(a[:steps]), obs_buf),
+            np.zeros_like(actions[:steps]),
+            np.zeros((steps, self.envs.num_envs), dtype=np.float32),
+            np.ones((steps, self.envs.num_envs), dtype=bool),
+            state,
         )
 
     def _statistics(self, obs_buf: Any, discounted: np.ndarray) -> dict[str, Moments]:
@@ -263,6 +294,7 @@ class RolloutWorker(WorkerProcess):
                 "running_return": self.running_return,
                 "running_length": self.running_length,
                 "reward_return": self.reward_return,
+                "prefix": self.prefix,
             }
         )
         return {"state": blob, "unpicklable_envs": problem}
@@ -282,3 +314,4 @@ class RolloutWorker(WorkerProcess):
         self.running_return = data["running_return"]
         self.running_length = data["running_length"]
         self.reward_return = data["reward_return"]
+        self.prefix = data.get("prefix")
