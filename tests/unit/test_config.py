@@ -107,7 +107,8 @@ def test_documented_defaults_are_the_effective_ones() -> None:
         for part in path.split("."):
             value = getattr(value, part)
         assert shown == repr(value), path
-    assert rows["dt.core.n_layers"] == "3" and rows["model.core.n_layers"] == "2"
+    assert rows["dt.core.n_layers"] == "3" and rows["model.core.n_layers"] == "1"
+    assert rows["model.core.gate_bias"] == "0.0" and rows["model.core.d_ff"] == "128"
 
 
 def test_config_reference_doc_is_current() -> None:
