@@ -108,8 +108,7 @@ class ODT(DT):
             discrete_actions=self.discrete,
             state_stats=(mean, std),
         )
-        self.normalization = {**self.normalization, "state_mean": stats["state_mean"]}
-        self.normalization["state_std"] = stats["state_std"]
+        self.normalization |= {"state_mean": stats["state_mean"], "state_std": stats["state_std"]}
 
     # ------------------------------------------------------------ run-loop protocol
     def start(self) -> None:

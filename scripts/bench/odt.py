@@ -158,7 +158,7 @@ def run_seed(
                 f"dt.target_returns=[{task.target}]",
                 f"odt.init_from={dt_dir}",
                 f"odt.online_steps={args.online_steps}",
-                *(f"odt.updates_per_iteration={args.updates}" for _ in [0] if args.updates),
+                *([f"odt.updates_per_iteration={args.updates}"] if args.updates else []),
             ],
         )
         started = time.perf_counter()
