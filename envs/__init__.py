@@ -18,6 +18,7 @@ from rlformer_envs.tmaze import TMazeEnv
 from rlformer_envs.wrappers import (
     HideObservationEntries,
     cartpole_no_velocity,
+    lunar_lander_no_velocity,
     pendulum_no_velocity,
 )
 
@@ -26,6 +27,7 @@ __all__ = [
     "RepeatPreviousEnv",
     "TMazeEnv",
     "cartpole_no_velocity",
+    "lunar_lander_no_velocity",
     "pendulum_no_velocity",
     "register_envs",
 ]
@@ -43,6 +45,11 @@ _SPECS = {
     "rlformer/PendulumNoVel-v0": {
         "entry_point": "rlformer_envs.wrappers:pendulum_no_velocity",
         "max_episode_steps": 200,
+    },
+    "rlformer/LunarLanderNoVel-v0": {
+        "entry_point": "rlformer_envs.wrappers:lunar_lander_no_velocity",
+        "max_episode_steps": 1000,
+        "reward_threshold": 200.0,
     },
 }
 

@@ -48,6 +48,9 @@ class HideObservationEntries(gym.ObservationWrapper):
 
 CARTPOLE_POSITIONS = (0, 2)  # cart position, pole angle (velocities 1 and 3 hidden)
 PENDULUM_POSITIONS = (0, 1)  # cos(theta), sin(theta) (angular velocity 2 hidden)
+# x, y, angle, leg contacts (linear velocities 2-3 and angular velocity 5 hidden; the entries
+# rl-baselines3-zoo's LunarLanderNoVel masks)
+LUNAR_LANDER_POSITIONS = (0, 1, 4, 6, 7)
 
 
 def cartpole_no_velocity(**kwargs: object) -> gym.Env:
@@ -74,3 +77,23 @@ def pendulum_no_velocity(**kwargs: object) -> gym.Env:
       torque ~ -1200 (measured over 50 seeds). Swinging up needs the velocity, i.e. memory.
     """
     return HideObservationEntries(PendulumEnv(**kwargs), PENDULUM_POSITIONS)  # type: ignore[arg-type]
+
+
+def lunar_lander_no_velocity(**kwargs: object) -> gym.Env:
+    """LunarLander-v3 without its velocities (``rlformer/LunarLanderNoVel-v0``).
+
+    * Observation ``Box(5,)`` float32: ``[x, y, angle, left leg contact, right leg contact]``
+      (horizontal, vertical and angular velocity hidden).
+    * Actions: ``Discrete(4)`` (noop, left, main, right engine), or ``Box(2,)`` with
+      ``continuous=True``; every other LunarLander keyword (gravity, wind, ...) passes through.
+    * Rewards and episode ends are LunarLander's: +100/-100 for landing/crashing, shaping for
+      distance, speed and tilt, fuel costs; 1000 steps (truncated, set by the registration).
+    * Solved at 200 (the fully observed task's threshold). Landing softly needs the descent
+      speed, which only a memory of past positions can supply.
+
+    Needs Box2D (``pip install "gymnasium[box2d]"``, part of rlformer's dependencies); the
+    import happens here so that the other tasks work without it.
+    """
+    from gymnasium.envs.box2d.lunar_lander import LunarLander
+
+    return HideObservationEntries(LunarLander(**kwargs), LUNAR_LANDER_POSITIONS)  # type: ignore[arg-type]

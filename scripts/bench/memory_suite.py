@@ -51,6 +51,7 @@ TASKS: dict[str, Task] = {
         100_000,
     ),
     "pendulum-novel": Task("ppo_gtrxl_pendulum_novel.yaml", 100_000),
+    "lunarlander-novel": Task("ppo_gtrxl_lunarlander_novel.yaml", 1_000_000),
     **{
         name.replace("_", "-"): Task(f"memory/popgym_{name}.yaml", 200_000)
         for name in (
@@ -99,9 +100,46 @@ def _zoo_cartpole_novel() -> dict[str, Any]:
     }
 
 
+def _zoo_pendulum_novel() -> dict[str, Any]:
+    """rl-baselines3-zoo's ppo_lstm entry for PendulumNoVel-v1 (gSDE exploration, 100k steps)."""
+    return {
+        "n_envs": 4,
+        "n_steps": 1024,
+        "batch_size": 128,  # the zoo leaves RecurrentPPO's default
+        "gae_lambda": 0.95,
+        "gamma": 0.9,
+        "n_epochs": 10,
+        "ent_coef": 0.0,
+        "learning_rate": 1e-3,
+        "clip_range": 0.2,
+        "use_sde": True,
+        "sde_sample_freq": 4,
+        "policy_kwargs": {},  # the zoo keeps MlpLstmPolicy's defaults (LSTM 256, critic LSTM)
+    }
+
+
+def _zoo_lunarlander_novel() -> dict[str, Any]:
+    """rl-baselines3-zoo's ppo_lstm entry for LunarLanderNoVel-v2 (1M steps)."""
+    return {
+        "n_envs": 16,
+        "n_steps": 1024,
+        "batch_size": 64,
+        "gae_lambda": 0.98,
+        "gamma": 0.999,
+        "n_epochs": 4,
+        "ent_coef": 0.01,
+        "learning_rate": 3e-4,  # the zoo leaves RecurrentPPO's default
+        "policy_kwargs": {},  # and MlpLstmPolicy's defaults (LSTM 256, critic LSTM)
+    }
+
+
 # sb3-contrib RecurrentPPO settings from rl-baselines3-zoo where the zoo has the task; elsewhere
 # the rlformer config's rollout shape, learning rate, epochs and discounting.
-ZOO = {"cartpole-novel": _zoo_cartpole_novel}
+ZOO = {
+    "cartpole-novel": _zoo_cartpole_novel,
+    "pendulum-novel": _zoo_pendulum_novel,
+    "lunarlander-novel": _zoo_lunarlander_novel,
+}
 
 
 @dataclass

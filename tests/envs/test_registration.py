@@ -17,6 +17,7 @@ IDS = (
     "rlformer/RepeatPrevious-v0",
     "rlformer/CartPoleNoVel-v0",
     "rlformer/PendulumNoVel-v0",
+    "rlformer/LunarLanderNoVel-v0",
 )
 
 

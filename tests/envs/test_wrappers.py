@@ -65,3 +65,21 @@ def test_wrapper_on_another_env() -> None:
 def test_checker() -> None:
     check_env(cartpole_no_velocity(), skip_render_check=True)
     check_env(pendulum_no_velocity(), skip_render_check=True)
+
+
+def test_lunar_lander_hides_its_three_velocities() -> None:
+    """x, y, angle and leg contacts pass through unchanged; vx, vy and the spin are gone."""
+    full, hidden = gym.make("LunarLander-v3"), gym.make("rlformer/LunarLanderNoVel-v0")
+    obs_full, _ = full.reset(seed=4)
+    obs, _ = hidden.reset(seed=4)
+    for step in range(40):
+        np.testing.assert_array_equal(obs, obs_full[[0, 1, 4, 6, 7]])
+        action = step % 4
+        obs_full, reward_full, *_ = full.step(action)
+        obs, reward, *_ = hidden.step(action)
+        assert reward == reward_full
+    assert hidden.observation_space.shape == (5,)
+    assert hidden.spec.max_episode_steps == 1000 and hidden.spec.reward_threshold == 200.0
+    continuous = gym.make("rlformer/LunarLanderNoVel-v0", continuous=True)
+    assert isinstance(continuous.action_space, spaces.Box)
+    assert continuous.action_space.shape == (2,)
