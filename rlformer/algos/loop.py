@@ -115,7 +115,10 @@ def run(
             run_scope.enter_context(RunLock(run_dir))
             (run_dir / "config.yaml").write_text(dump_config(cfg))
         with ExitStack() as loop_scope:  # the algorithm's workers, the progress bar
-            algo.start()
+            try:
+                algo.start()
+            except RUN_FAILURES as err:  # e.g. no Ray cluster at rollout.ray_address
+                raise RunFailed(f"{err} (run directory: {run_dir})") from None
             loop_scope.callback(algo.close)
             if payload is not None and ckpt_path is not None:
                 algo.restore(payload, ckpt_path, trust)

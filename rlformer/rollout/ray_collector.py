@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import time
 from typing import Any
 
@@ -60,6 +61,35 @@ def _env_cause(err: BaseException) -> EnvCrash | EnvDataError | None:
         err = getattr(err, "cause", None) or err.__cause__
         seen += 1
     return None
+
+
+CLUSTER_PROBE_TIMEOUT_S = 5.0
+
+
+def check_cluster_reachable(address: str, timeout_s: float = CLUSTER_PROBE_TIMEOUT_S) -> None:
+    """Fail fast when nothing listens at a ``host:port`` (or ``ray://host:port``) address.
+
+    ``ray.init`` retries an unreachable GCS for minutes while logging only warnings, so a typo in
+    ``rollout.ray_address`` would look like a hung run. A TCP connect is enough to tell "no
+    cluster there" from "cluster there"; ``auto`` is left to Ray, which fails at once when it
+    finds no cluster on this machine.
+
+    Raises:
+        RolloutError: Nothing accepted a connection at the address within ``timeout_s``.
+    """
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if address == "auto" or not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as err:
+        raise RolloutError(
+            f"rollout.ray_address={address!r}: no Ray cluster answers at {host}:{port} ({err}). "
+            f"Start one there first (`ray start --head --port={port}` on that machine), fix the "
+            "address, or set rollout.ray_address: null to run on an embedded local Ray."
+        ) from err
 
 
 class RayCollector:
@@ -121,6 +151,7 @@ class RayCollector:
             self._ray.init(address="local", num_cpus=max(needed, os.cpu_count() or 1), **common)
         else:
             common.pop("include_dashboard")  # a cluster's dashboard is the cluster's business
+            check_cluster_reachable(rollout.ray_address)
             self._ray.init(address=rollout.ray_address, **common)
 
     def _spawn(self, index: int) -> Any:

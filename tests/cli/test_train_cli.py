@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -271,3 +272,24 @@ def test_suite_puts_rlformer_and_sb3_agents_on_their_tasks_in_one_table(tmp_path
     (tmp_path / "other.yaml").write_text("name: other\ntasks:\n  - {env: Pendulum-v1}\n")
     other = rlformer("eval", str(run_dir), "--suite", "other.yaml", cwd=tmp_path, check=False)
     assert other.returncode == 2 and "fits no task of suite 'other'" in other.stderr
+
+
+def test_unreachable_ray_cluster_fails_fast_with_the_fix(tmp_path: Path) -> None:
+    """A wrong rollout.ray_address is one clear error, not minutes of Ray retrying in silence."""
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = rlformer(
+        "train",
+        str(Path(__file__).parents[2] / "configs" / "quickstart.yaml"),
+        "--set",
+        f"run.root={tmp_path / 'runs'}",
+        "--set",
+        f"rollout.ray_address=127.0.0.1:{port}",
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert f"no Ray cluster answers at 127.0.0.1:{port}" in result.stderr
+    assert "rollout.ray_address: null" in result.stderr
+    assert "Traceback" not in result.stderr
