@@ -199,8 +199,14 @@ def run_rlformer(name: str, agent: str, steps: int, seed: int, episodes: int, ro
     )
 
 
-def _sb3_env(cfg: TrainConfig, n_envs: int, seed: int, normalize_obs: bool) -> Any:
-    """SB3 vector env of the same env (imports, wrappers); Tuple observations flattened."""
+def _sb3_env(
+    cfg: TrainConfig, n_envs: int, seed: int, normalize_obs: bool, normalize_reward: bool
+) -> Any:
+    """SB3 vector env of the same env (imports, wrappers); Tuple observations flattened.
+
+    Normalisation is SB3's ``VecNormalize``; episode returns still come out raw (``Monitor``
+    sits inside it), so scores compare with rlformer's.
+    """
     import gymnasium as gym
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
@@ -212,7 +218,9 @@ def _sb3_env(cfg: TrainConfig, n_envs: int, seed: int, normalize_obs: bool) -> A
         return env
 
     venv = make_vec_env(make, n_envs=n_envs, seed=seed)
-    return VecNormalize(venv, norm_reward=False) if normalize_obs else venv
+    if not (normalize_obs or normalize_reward):
+        return venv
+    return VecNormalize(venv, norm_obs=normalize_obs, norm_reward=normalize_reward)
 
 
 def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: Path) -> Result:
@@ -224,7 +232,11 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
     cfg = task_config(TASKS[name], steps, seed, root)
     zoo = ZOO[name]() if agent == "recurrent_ppo" and name in ZOO else {}
     n_envs = zoo.pop("n_envs", cfg.rollout.envs_per_worker)
-    normalize = zoo.pop("normalize_obs", False)
+    # A zoo entry brings its own normalisation; otherwise SB3 gets the rlformer config's.
+    if zoo:
+        normalize_obs, normalize_reward = zoo.pop("normalize_obs", False), False
+    else:
+        normalize_obs, normalize_reward = cfg.model.normalize_obs, cfg.model.normalize_reward
     default_kwargs = {"lstm_hidden_size": cfg.model.recurrent_hidden, "enable_critic_lstm": True}
     policy_kwargs = zoo.pop("policy_kwargs", default_kwargs)
     settings = {
@@ -237,7 +249,7 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
         "ent_coef": cfg.ppo.ent_coef,
         **zoo,
     }
-    venv = _sb3_env(cfg, n_envs, seed, normalize)
+    venv = _sb3_env(cfg, n_envs, seed, normalize_obs, normalize_reward)
     if agent == "recurrent_ppo":
         model = RecurrentPPO(
             "MlpLstmPolicy", venv, seed=seed, device="cpu", policy_kwargs=policy_kwargs, **settings
@@ -259,7 +271,7 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
     started = time.perf_counter()
     model.learn(total_timesteps=steps, callback=Curve())
     seconds = time.perf_counter() - started
-    if normalize:
+    if normalize_obs or normalize_reward:
         venv.training = False  # evaluate with the statistics frozen
     returns, _ = evaluate_policy(
         model, venv, n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True
