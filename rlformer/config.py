@@ -169,6 +169,13 @@ class ModelConfig(StrictModel):
     cnn_features: int = Field(
         512, ge=1, description="Features out of each image encoder (SB3 and Nature-DQN: 512)."
     )
+    image_scale: float = Field(
+        255.0,
+        gt=0,
+        description="uint8 image leaves are divided by this before the CNN: 255 for camera "
+        "pixels; the largest code for symbolic grids (MiniGrid: 10), which /255 squashes to "
+        "at most 0.04.",
+    )
     prev_action_reward: bool = Field(
         False, description="Feed the previous action and reward into each token (0 at resets)."
     )

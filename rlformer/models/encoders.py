@@ -6,7 +6,7 @@ the leaf features are concatenated in leaf order and the torso projects them to 
 =====================================  =================================================
 leaf space                             encoder
 =====================================  =================================================
-Box, uint8, 3 dims, 1/3/4 channels     /255, HWC -> CHW, CNN (Nature-DQN or IMPALA)
+Box, uint8, 3 dims, 1/3/4 channels     /image_scale (255), HWC -> CHW, CNN (Nature/IMPALA)
 Box (anything else)                    flatten to float (optional running normalisation)
 Discrete(n)                            one-hot of size n
 MultiDiscrete(nvec)                    one-hot per component, concatenated (sum(nvec))
@@ -111,6 +111,7 @@ class ObservationEncoder(nn.Module):
         self.norms = nn.ModuleDict()
         self.names: dict[str, str] = {}  # leaf path -> module key (paths may hold "." or "/")
         self.clip = cfg.normalize_clip
+        self.image_scale = cfg.image_scale
         self.out_dim = 0
         for index, (path, leaf) in enumerate(self.leaves.items()):
             name = self.names[path] = f"leaf{index}"
@@ -151,7 +152,7 @@ class ObservationEncoder(nn.Module):
             lead = x.shape[: x.dim() - len(leaf.shape)]
             kind, name = self.kinds[path], self.names[path]
             if kind in ("hwc", "chw"):
-                images = x.reshape(-1, *leaf.shape).float() / 255.0
+                images = x.reshape(-1, *leaf.shape).float() / self.image_scale
                 if kind == "hwc":
                     images = images.permute(0, 3, 1, 2)  # [N, H, W, C] -> [N, C, H, W]
                 with _full_fp32_convolutions(images):

@@ -57,6 +57,18 @@ def test_hwc_and_chw_images_give_the_same_features(cnn: str) -> None:
     assert torch.isfinite(a(torch.full((1, 36, 40, 3), 255, dtype=torch.uint8))).all()
 
 
+def test_image_scale_sets_what_the_cnn_sees() -> None:
+    """Symbolic grids (codes 0..5 here) divided by 5 look to the CNN like pixels 0..255 / 255."""
+    space = spaces.Box(0, 255, (7, 7, 3), np.uint8)
+    codes = torch.randint(0, 6, (4, 7, 7, 3), dtype=torch.uint8)
+    torch.manual_seed(0)
+    grid = ObservationEncoder(space, ModelConfig(cnn="impala", cnn_features=8, image_scale=5.0))
+    torch.manual_seed(0)
+    pixels = ObservationEncoder(space, ModelConfig(cnn="impala", cnn_features=8))
+    torch.testing.assert_close(grid(codes), pixels(codes * 51))
+    assert not torch.allclose(grid(codes), pixels(codes))
+
+
 def test_small_image_with_nature_cnn_names_the_fix() -> None:
     with pytest.raises(SpaceError, match="model.cnn=impala"):
         ObservationEncoder(OBSERVATIONS["image"](), ModelConfig(cnn="nature"))
