@@ -81,8 +81,8 @@ def check_cluster_reachable(address: str, timeout_s: float = CLUSTER_PROBE_TIMEO
     host, _, port = target.rpartition(":")
     if address == "auto" or not host or not port.isdigit():
         return
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
+    try:  # "[::1]:6379": IPv6 hosts come bracketed
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
             pass
     except OSError as err:
         raise RolloutError(
