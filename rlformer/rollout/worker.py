@@ -11,20 +11,29 @@ from __future__ import annotations
 import os
 import pickle
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import cloudpickle  # a gymnasium dependency; pickles wrappers that hold lambdas
 import numpy as np
 import torch
 
 from rlformer.config import EnvConfig, ModelConfig
-from rlformer.models.actor_critic import ActorCritic, AgentState
+from rlformer.models.actor_critic import ActorCritic, ActOutput, AgentState
 from rlformer.models.encoders import to_torch
 from rlformer.models.normalization import Moments, moments
 from rlformer.models.spaces import flatten_obs, tree_map, tree_set, tree_stack
 from rlformer.rollout.env_factory import vector_env_from_config
 from rlformer.rollout.env_guard import EnvDataError, EnvGuard, first_nonfinite_slot
 from rlformer.rollout.fragment import Fragment, Prefix
+
+
+class PendingBootstrap(NamedTuple):
+    """Time-limited episodes of step ``t`` whose final observations still need a value."""
+
+    t: int
+    rows: np.ndarray  # env slots
+    final_obs: Any  # their final observations (a tree, batch first)
+    state: AgentState  # their memory before the reset
 
 
 def worker_seed(base_seed: int, worker_index: int) -> int:
@@ -99,9 +108,7 @@ class RolloutWorker(WorkerProcess):
         self.reward_return = np.zeros(num_envs, dtype=np.float64)
         self.prefix: Prefix | None = None  # the last fragment's tail, once there is one
 
-    def _check_finite(
-        self, obs: Any, reward: np.ndarray | None, episode_steps: np.ndarray
-    ) -> None:
+    def _check_finite(self, obs: Any, reward: np.ndarray | None, episode_steps: np.ndarray) -> None:
         """Stop at NaN/inf env data, naming the env, this worker, the slot and the step."""
         for what, values in (("reward", reward), ("observation", obs)):
             if values is None:
@@ -147,18 +154,14 @@ class RolloutWorker(WorkerProcess):
         returns: list[float] = []
         lengths: list[int] = []
         successes: list[float] = []
+        pending: PendingBootstrap | None = None
 
         for t in range(length):
             if t == prefix_start:
                 prefix_state = self.state  # the memory the next fragment's prefix starts from
             tree_set(obs_buf, t, self.obs)
             episode_start[t] = self.episode_start
-            out = self.model.act(
-                to_torch(self.obs),
-                self.state,
-                torch.as_tensor(self.episode_start),
-                generator=self.generator,
-            )
+            out = self._act(pending, truncation_values, generator=self.generator)
             actions[t] = out.action.numpy()
             log_probs[t] = out.log_prob.numpy()
             values[t] = out.value.numpy()
@@ -174,7 +177,7 @@ class RolloutWorker(WorkerProcess):
             done = term | trunc
             if done.any():
                 self.reward_return[done] = 0.0
-                self._bootstrap_truncated(t, term, trunc, info, state_after, truncation_values)
+                pending = self._pending_bootstrap(t, term, trunc, info, state_after)
                 for slot in np.flatnonzero(done):
                     returns.append(float(self.running_return[slot]))
                     lengths.append(int(self.running_length[slot]))
@@ -183,15 +186,12 @@ class RolloutWorker(WorkerProcess):
                         successes.append(float(final_info["is_success"][slot]))
                 self.running_return[done] = 0.0
                 self.running_length[done] = 0
+            else:
+                pending = None
             self.obs = flatten_obs(self.obs_space, next_obs)
             self.state, self.episode_start = state_after, done
 
-        last = self.model.act(
-            to_torch(self.obs),
-            self.state,
-            torch.as_tensor(self.episode_start),
-            deterministic=True,
-        )
+        last = self._act(pending, truncation_values, deterministic=True)
         prefix = None
         if self.prefix_length > 0:
             prefix = self.prefix or self._blank_prefix(obs_buf, actions, start_state)
@@ -247,28 +247,53 @@ class RolloutWorker(WorkerProcess):
             stats["reward"] = moments(discounted)
         return stats
 
-    def _bootstrap_truncated(
+    def _pending_bootstrap(
         self,
         t: int,
         term: np.ndarray,
         trunc: np.ndarray,
         info: dict[str, Any],
         state_after: AgentState,
-        truncation_values: np.ndarray,
-    ) -> None:
-        """Value of the final observation of time-limited episodes, with their memory intact."""
+    ) -> PendingBootstrap | None:
+        """What the value of step ``t``'s time-limited episodes needs: their final observations
+        and their memory before the reset. :meth:`_act` computes it with the next step."""
         rows = np.flatnonzero(trunc & ~term)
         if rows.size == 0:
-            return
+            return None
         final_obs = tree_stack([flatten_obs(self.obs_space, info["final_obs"][r]) for r in rows])
-        index = torch.as_tensor(rows)
+        return PendingBootstrap(t, rows, final_obs, state_after.index(torch.as_tensor(rows)))
+
+    def _act(
+        self,
+        pending: PendingBootstrap | None,
+        truncation_values: np.ndarray,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> ActOutput:
+        """The policy's step for every slot, plus the values ``pending`` asks for.
+
+        The final observations of truncated episodes ride in the same batched call as extra
+        rows (with their own memory, never an episode start), instead of a call of their own:
+        on tasks where many episodes hit a time limit, such as POPGym's MineSweeper, that
+        second call cost about a tenth of the rollout. Only the first ``num_envs`` rows' state
+        and actions are kept.
+        """
+        starts = torch.as_tensor(self.episode_start)
+        if pending is None:
+            return self.model.act(to_torch(self.obs), self.state, starts, deterministic, generator)
+        num_envs = self.envs.num_envs
         out = self.model.act(
-            to_torch(final_obs),
-            state_after.index(index),
-            torch.zeros(rows.size, dtype=torch.bool),
-            deterministic=True,
+            to_torch(tree_stack([self.obs, pending.final_obs], np.concatenate)),
+            AgentState.cat([self.state, pending.state]),
+            torch.cat([starts, torch.zeros(pending.rows.size, dtype=torch.bool)]),
+            deterministic,
+            generator,
         )
-        truncation_values[t, rows] = out.value.numpy()
+        truncation_values[pending.t, pending.rows] = out.value[num_envs:].numpy()
+        slots = slice(0, num_envs)
+        return ActOutput(
+            out.action[slots], out.log_prob[slots], out.value[slots], out.state.index(slots)
+        )
 
     # ------------------------------------------------------------ resume
     def get_state(self) -> dict[str, Any]:

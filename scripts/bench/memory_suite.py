@@ -173,14 +173,37 @@ def task_config(task: Task, steps: int, seed: int, root: Path, *extra: str) -> T
     )
 
 
+class TrainingLoopClock:
+    """Wall-clock of the training loop alone: first iteration's start to last iteration's end.
+
+    It matches what the SB3 agents' clock covers (``model.learn``: rollouts, updates, logging),
+    leaving out what neither side's clock should count: imports, env and model construction,
+    and the final evaluation.
+    """
+
+    def __init__(self) -> None:
+        self.first: float | None = None
+        self.last = 0.0
+
+    def tick(self, iteration: int, metrics: dict[str, float]) -> None:
+        now = time.perf_counter()
+        if self.first is None:  # the first iteration ran before its callback
+            self.first = now - metrics["time/iteration_s"]
+        self.last = now
+
+    @property
+    def seconds(self) -> float:
+        assert self.first is not None, "no iteration ran"
+        return self.last - self.first
+
+
 def run_rlformer(name: str, agent: str, steps: int, seed: int, episodes: int, root: Path) -> Result:
     torso = {"gtrxl": "gtrxl", "lstm": "lstm", "gru": "gru"}[agent]
     cfg = task_config(
         TASKS[name], steps, seed, root, f"model.torso={torso}", f"eval.episodes={episodes}"
     )
-    started = time.perf_counter()
-    result = train(cfg)
-    seconds = time.perf_counter() - started
+    loop = TrainingLoopClock()
+    result = train(cfg, on_iteration=loop.tick)
     assert result.evaluation is not None
     curve = [
         (int(row["step"]), float(row["rollout/return_mean"]))
@@ -192,7 +215,7 @@ def run_rlformer(name: str, agent: str, steps: int, seed: int, episodes: int, ro
         agent,
         seed,
         result.env_steps,
-        seconds,
+        loop.seconds,
         result.evaluation["return_mean"],
         result.evaluation.get("success_rate"),
         curve,
