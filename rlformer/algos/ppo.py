@@ -94,6 +94,10 @@ def format_evaluation(results: EpisodeResults) -> str:
     return line
 
 
+# The final evaluation's episodes start from seeds run.seed + this: disjoint from training's,
+# and the same for every agent a benchmark scores against rlformer's.
+EVAL_SEED_OFFSET = 1_000_000
+
 class PPO:
     """The :class:`~rlformer.algos.base.Algorithm` for ``algo: ppo``."""
 
@@ -224,7 +228,7 @@ class PPO:
             cfg.eval.episodes,
             cfg.eval.num_envs,
             deterministic=cfg.eval.deterministic,
-            seed=cfg.run.seed + 1_000_000,
+            seed=cfg.run.seed + EVAL_SEED_OFFSET,
         )
         return Evaluation(results.summary(), [format_evaluation(results)])
 

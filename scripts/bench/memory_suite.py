@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlformer.algos.ppo import EVAL_SEED_OFFSET
 from rlformer.config import TrainConfig, load_config
+from rlformer.evaluation.runner import run_source_episodes
 from rlformer.evaluation.statistics import summarize_scores
 from rlformer.rollout.env_factory import env_from_config
 from rlformer.runs import read_metrics
@@ -250,7 +252,6 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
     from sb3_contrib import RecurrentPPO
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.evaluation import evaluate_policy
 
     cfg = task_config(TASKS[name], steps, seed, root)
     zoo = ZOO[name]() if agent == "recurrent_ppo" and name in ZOO else {}
@@ -294,14 +295,45 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
     started = time.perf_counter()
     model.learn(total_timesteps=steps, callback=Curve())
     seconds = time.perf_counter() - started
-    if normalize_obs or normalize_reward:
-        venv.training = False  # evaluate with the statistics frozen
-    returns, _ = evaluate_policy(
-        model, venv, n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True
+    source = SB3EvalSource(model, venv, env_from_config(cfg.env).observation_space)
+    results = run_source_episodes(
+        source, cfg.env, episodes, cfg.eval.num_envs, seed + EVAL_SEED_OFFSET
     )
-    return Result(
-        name, agent, seed, model.num_timesteps, seconds, float(np.mean(returns)), None, curve
-    )
+    score = float(np.mean(results.returns))
+    return Result(name, agent, seed, model.num_timesteps, seconds, score, None, curve)
+
+
+class SB3EvalSource:
+    """An SB3 model playing rlformer's evaluation episodes, deterministically.
+
+    Every agent is scored on the same episodes (same seeds, hence the same decks, boards and
+    start states): on HigherLower the deck alone moves the best memoryless score by 0.015, as
+    much as the gaps being compared. Observations get what SB3 saw in training: Tuple spaces
+    flattened, then ``VecNormalize``'s frozen statistics.
+    """
+
+    def __init__(self, model: Any, venv: Any, space: Any) -> None:
+        from stable_baselines3.common.vec_env import VecNormalize
+
+        self.model, self.space, self.state = model, space, None
+        self.normalize = venv if isinstance(venv, VecNormalize) else None
+
+    def act(self, obs: Any, episode_start: np.ndarray) -> np.ndarray:
+        import gymnasium as gym
+
+        if isinstance(self.space, gym.spaces.Tuple):
+            obs = np.stack(
+                [
+                    gym.spaces.flatten(self.space, tuple(leaf[slot] for leaf in obs))
+                    for slot in range(len(episode_start))
+                ]
+            )
+        if self.normalize is not None:
+            obs = self.normalize.normalize_obs(obs)
+        action, self.state = self.model.predict(
+            obs, state=self.state, episode_start=episode_start, deterministic=True
+        )
+        return np.asarray(action)
 
 
 def _done(out: Path) -> list[Result]:
