@@ -5,14 +5,25 @@ a policy below the memoryless rule has not even learned the part of the task tha
 memory.
 
     .venv/bin/python scripts/bench/higher_lower_bounds.py --episodes 2000
+
+``--eval-seeds 0 1 2`` also plays the memoryless rule on exactly the episodes the memory suite
+scores every agent on (training seed + ``EVAL_SEED_OFFSET``, the config's evaluation envs):
+the deck alone moves a 100-episode score by about 0.015, so a paired yardstick is the fair one.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 from popgym.envs.higher_lower import HigherLowerEasy
+
+from rlformer.algos.ppo import EVAL_SEED_OFFSET
+from rlformer.config import load_config
+from rlformer.evaluation.runner import run_source_episodes
+
+CONFIG = Path(__file__).resolve().parents[2] / "configs/memory/popgym_higher_lower.yaml"
 
 RANKS = 13
 GUESS_HIGHER, GUESS_LOWER = 0, 1
@@ -41,13 +52,36 @@ def play(episodes: int, count_cards: bool, seed: int) -> float:
     return float(np.mean(returns))
 
 
+class RankRule:
+    """The memoryless rule as an action source: guess "higher" up to the middle rank."""
+
+    def act(self, obs: tuple[np.ndarray, np.ndarray], episode_start: np.ndarray) -> np.ndarray:
+        cards = obs[0]  # PreviousAction's observation: (card, previous action)
+        return np.where(cards <= RANKS // 2, GUESS_HIGHER, GUESS_LOWER)
+
+
+def rule_on_suite_episodes(training_seed: int, episodes: int) -> float:
+    """Mean return of the rule on the memory suite's evaluation episodes of one training seed."""
+    cfg = load_config(CONFIG, [])
+    seed = training_seed + EVAL_SEED_OFFSET
+    results = run_source_episodes(RankRule(), cfg.env, episodes, cfg.eval.num_envs, seed)
+    return float(np.mean(results.returns))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--eval-seeds", type=int, nargs="*", default=[], help="training seeds of the suite's runs"
+    )
+    parser.add_argument("--eval-episodes", type=int, default=100)
     args = parser.parse_args()
     print(f"memoryless rank rule: {play(args.episodes, False, args.seed):.3f}")
     print(f"card counting:        {play(args.episodes, True, args.seed):.3f}")
+    for seed in args.eval_seeds:
+        score = rule_on_suite_episodes(seed, args.eval_episodes)
+        print(f"memoryless rule, the suite's evaluation episodes of seed {seed}: {score:.4f}")
 
 
 if __name__ == "__main__":
