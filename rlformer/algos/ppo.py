@@ -98,6 +98,7 @@ def format_evaluation(results: EpisodeResults) -> str:
 # and the same for every agent a benchmark scores against rlformer's.
 EVAL_SEED_OFFSET = 1_000_000
 
+
 class PPO:
     """The :class:`~rlformer.algos.base.Algorithm` for ``algo: ppo``."""
 

@@ -72,6 +72,7 @@ TASKS: dict[str, Task] = {
     "minigrid-memory-s11": Task("memory/minigrid_memory_s11.yaml", 1_000_000),
 }
 
+
 def _linear(start: float) -> Any:
     """The zoo's ``lin_X`` schedule: X decayed linearly to 0 over training."""
     return lambda progress_remaining: progress_remaining * start
@@ -295,7 +296,9 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
     started = time.perf_counter()
     model.learn(total_timesteps=steps, callback=Curve())
     seconds = time.perf_counter() - started
-    source = SB3EvalSource(model, venv, env_from_config(cfg.env).observation_space)
+    probe = env_from_config(cfg.env)  # the unflattened space the evaluation envs return
+    source = SB3EvalSource(model, venv, probe.observation_space)
+    probe.close()
     results = run_source_episodes(
         source, cfg.env, episodes, cfg.eval.num_envs, seed + EVAL_SEED_OFFSET
     )
