@@ -17,6 +17,7 @@ from rlformer_envs.repeat_previous import RepeatPreviousEnv
 from rlformer_envs.tmaze import TMazeEnv
 from rlformer_envs.wrappers import (
     HideObservationEntries,
+    KeepActions,
     cartpole_no_velocity,
     lunar_lander_no_velocity,
     pendulum_no_velocity,
@@ -24,6 +25,7 @@ from rlformer_envs.wrappers import (
 
 __all__ = [
     "HideObservationEntries",
+    "KeepActions",
     "RepeatPreviousEnv",
     "TMazeEnv",
     "cartpole_no_velocity",

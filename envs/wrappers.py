@@ -46,6 +46,41 @@ class HideObservationEntries(gym.ObservationWrapper):
         return observation[self.keep]
 
 
+class KeepActions(gym.ActionWrapper):
+    """Offer only the ``Discrete`` actions at ``keep``: agent action ``i`` plays ``keep[i]``.
+
+    For tasks whose action set carries actions that never do anything, such as MiniGrid's Memory
+    tasks, where only turning and moving forward have an effect (pickup, drop, toggle and done
+    change nothing there). Dropping them leaves the task, its rewards and its optimum as they
+    are, but random exploration no longer spends four sevenths of its steps standing still.
+
+    Args:
+        env: The env to wrap; its action space must be ``Discrete``.
+        keep: The wrapped env's actions to offer, in the order the agent will index them.
+
+    Raises:
+        TypeError: If the action space is not ``Discrete``.
+        ValueError: If ``keep`` is empty, repeats an action or names one the env lacks.
+    """
+
+    def __init__(self, env: gym.Env, keep: Sequence[int]) -> None:
+        super().__init__(env)
+        space = env.action_space
+        if not isinstance(space, spaces.Discrete):
+            raise TypeError(f"KeepActions needs a Discrete action space, got {space}")
+        valid = range(int(space.start), int(space.start + space.n))
+        if not keep or len(set(keep)) != len(keep) or any(a not in valid for a in keep):
+            raise ValueError(
+                f"KeepActions: keep={list(keep)} must list distinct actions of {space} "
+                f"(valid: {valid.start}..{valid.stop - 1})"
+            )
+        self.keep = [int(a) for a in keep]
+        self.action_space = spaces.Discrete(len(self.keep))
+
+    def action(self, action: int) -> int:
+        return self.keep[int(action)]
+
+
 CARTPOLE_POSITIONS = (0, 2)  # cart position, pole angle (velocities 1 and 3 hidden)
 PENDULUM_POSITIONS = (0, 1)  # cos(theta), sin(theta) (angular velocity 2 hidden)
 # x, y, angle, leg contacts (linear velocities 2-3 and angular velocity 5 hidden; the entries

@@ -338,8 +338,9 @@ class ODTConfig(StrictModel):
 
     init_from: str | None = Field(
         None,
-        description="DT or ODT checkpoint (file or run directory) to fine-tune; null: pretrain "
-        "on dt.dataset for odt.pretrain_steps first.",
+        description="DT or ODT checkpoint (file or run directory) to fine-tune, read when the "
+        "run starts (a resumed run needs only its own checkpoints); null: pretrain on "
+        "dt.dataset for odt.pretrain_steps first.",
     )
     pretrain_steps: int = Field(
         5000, ge=0, description="Offline gradient steps before going online (paper: 5000)."

@@ -1,16 +1,16 @@
 """The algorithm protocol: what the run loop needs from PPO, DT, ODT or any algorithm after them.
 
 An algorithm is a module ``rlformer.algos.<name>`` holding ``ALGORITHM``, a class built as
-``ALGORITHM(cfg, device)`` from the resolved config (``cfg.algo == name``). The run loop
+``ALGORITHM(cfg, device, resuming)`` from the resolved config (``cfg.algo == name``). The run loop
 (:mod:`rlformer.algos.loop`) owns everything else: the run directory and its lock, signals,
 metrics, checkpoints, resume and the final evaluation. So a new algorithm is one module plus its
 config section, and neither the loop nor the CLI changes.
 
 Life of an algorithm inside one run::
 
-    algo = ALGORITHM(cfg, device)        # model, learner, data: no run directory yet
-    algo.start()                          # collectors / Ray workers (closed by algo.close())
+    algo = ALGORITHM(cfg, device, resuming)  # model, learner, data: no run directory yet
     algo.restore(payload, path, trust)    # only when resuming
+    algo.start()                          # collectors / Ray workers (closed by algo.close())
     while not algo.finished():
         metrics = algo.iterate()          # one iteration; logged at algo.log_step()
         ... algo.state() when a checkpoint is due ...
@@ -55,7 +55,10 @@ class Algorithm(Protocol):
     iteration: int
     """Iterations completed, counting those before a resume (checkpoint cadence)."""
 
-    def __init__(self, cfg: TrainConfig, device: torch.device) -> None: ...
+    def __init__(self, cfg: TrainConfig, device: torch.device, resuming: bool = False) -> None:
+        """``resuming``: :meth:`restore` follows, so inputs only a fresh run reads (such as
+        ODT's ``odt.init_from``) are skipped; the checkpoint holds what they gave."""
+        ...
 
     @classmethod
     def dry_run(cls, cfg: TrainConfig) -> str:
@@ -71,7 +74,8 @@ class Algorithm(Protocol):
         ...
 
     def restore(self, payload: dict[str, Any], path: Path, trust: bool) -> None:
-        """Continue from a checkpoint payload written by :meth:`state`."""
+        """Continue from a checkpoint payload written by :meth:`state` (before :meth:`start`,
+        so workers start from the restored state)."""
         ...
 
     def finished(self) -> bool: ...

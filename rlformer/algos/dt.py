@@ -132,7 +132,7 @@ class DT:
 
     kind = "dt"
 
-    def __init__(self, cfg: TrainConfig, device: torch.device) -> None:
+    def __init__(self, cfg: TrainConfig, device: torch.device, resuming: bool = False) -> None:
         self.cfg = cfg
         self.device = device
         env = env_from_config(cfg.env)

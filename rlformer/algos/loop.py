@@ -72,10 +72,10 @@ def checkpoint_bytes_estimate(model: torch.nn.Module) -> int:
     return 3 * weights + 2**20
 
 
-def build_algorithm(cfg: TrainConfig) -> Algorithm:
+def build_algorithm(cfg: TrainConfig, resuming: bool = False) -> Algorithm:
     """``cfg.algo``'s implementation, built on the configured device."""
     torch.set_num_threads(cfg.run.torch_threads)
-    return algorithm_class(cfg.algo)(cfg, resolve_device(cfg.run.device))
+    return algorithm_class(cfg.algo)(cfg, resolve_device(cfg.run.device), resuming)
 
 
 def run(
@@ -99,7 +99,7 @@ def run(
         RunFailed: NaN/inf values, an env that keeps failing, or a checkpoint that cannot be
             written; the run directory keeps its last good checkpoint.
     """
-    algo = build_algorithm(cfg)
+    algo = build_algorithm(cfg, resuming=resume_dir is not None)
     root = Path(resume_dir).parent if resume_dir is not None else Path(cfg.run.root)
     per_checkpoint = algo.checkpoint_bytes()
     check_run_root(root, max(MIN_FREE_BYTES, (cfg.run.keep_checkpoints + 1) * per_checkpoint))
@@ -115,13 +115,14 @@ def run(
             run_scope.enter_context(RunLock(run_dir))
             (run_dir / "config.yaml").write_text(dump_config(cfg))
         with ExitStack() as loop_scope:  # the algorithm's workers, the progress bar
+            if payload is not None and ckpt_path is not None:
+                algo.restore(payload, ckpt_path, trust)
             try:
                 algo.start()
             except RUN_FAILURES as err:  # e.g. no Ray cluster at rollout.ray_address
                 raise RunFailed(f"{err} (run directory: {run_dir})") from None
             loop_scope.callback(algo.close)
             if payload is not None and ckpt_path is not None:
-                algo.restore(payload, ckpt_path, trust)
                 torch.set_rng_state(payload["torch_rng"])
                 logger = MetricsLogger(run_dir, resume_step=algo.log_step())
                 progress = algo.progress()

@@ -52,10 +52,12 @@ class ODT(DT):
 
     kind = "dt"
 
-    def __init__(self, cfg: TrainConfig, device: torch.device) -> None:
-        super().__init__(cfg, device)
+    def __init__(self, cfg: TrainConfig, device: torch.device, resuming: bool = False) -> None:
+        super().__init__(cfg, device, resuming)
         odt = cfg.odt
-        if odt.init_from is not None:
+        if odt.init_from is not None and not resuming:
+            # A resumed run takes weights and normalisation from its own checkpoint, so it
+            # still resumes after init_from's file has moved.
             self._load_initial_policy(odt.init_from)
         self.pretrain_steps = 0 if odt.init_from is not None else odt.pretrain_steps
         self.buffer = TrajectoryBuffer(odt.replay_size, self.dataset.episodes)
@@ -66,6 +68,7 @@ class ODT(DT):
         )
         self.env_steps = 0
         self.collector: Collector | None = None
+        self._restored_workers: list[Any] | None = None  # for start()
 
     def make_learner(self) -> ODTLearner:
         cfg = self.cfg
@@ -99,7 +102,10 @@ class ODT(DT):
                 f"{path}: its weights do not fit this DT (missing {missing[:3]}, "
                 f"unexpected {unexpected[:3]})"
             )
-        stats = payload["normalization"]
+        self._use_state_stats(payload["normalization"])
+
+    def _use_state_stats(self, stats: dict[str, Any]) -> None:
+        """Normalise states with a checkpoint's statistics instead of this dataset's."""
         mean, std = _as_array(stats["state_mean"]), _as_array(stats["state_std"])
         self.sampler = WindowSampler(
             self.dataset,
@@ -127,6 +133,8 @@ class ODT(DT):
             ),
         )
         self.collector = make_collector(self.cfg, spec)
+        if self._restored_workers is not None:
+            self.collector.set_state(self._restored_workers)
 
     def close(self) -> None:
         if self.collector is not None:
@@ -214,13 +222,13 @@ class ODT(DT):
         }
 
     def restore(self, payload: dict[str, Any], path: Path, trust: bool) -> None:
-        assert self.collector is not None
         super().restore(payload, path, trust)
-        require_keys(payload, path, "odt")
+        require_keys(payload, path, "odt", "normalization")
+        self._use_state_stats(payload["normalization"])  # odt.init_from's, if it had one
         state = payload["odt"]
         self.env_steps = int(state["env_steps"])
         self.buffer.load_state_dict(state["buffer"], self.dataset.episodes)
-        self.collector.set_state(state["workers"])
+        self._restored_workers = state["workers"]
 
 
 ALGORITHM = ODT

@@ -104,7 +104,7 @@ class PPO:
 
     kind = "ppo"
 
-    def __init__(self, cfg: TrainConfig, device: torch.device) -> None:
+    def __init__(self, cfg: TrainConfig, device: torch.device, resuming: bool = False) -> None:
         self.cfg = cfg
         rollout = cfg.rollout
         self.steps_per_iteration = (
@@ -124,6 +124,7 @@ class PPO:
         )
         self.iteration = 0
         self.collector: Collector | None = None
+        self._restored_workers: list[dict[str, Any]] | None = None  # for start()
         self.recent_returns: list[float] = []
         self.recent_successes: list[float] = []
         self._warned_envs = False
@@ -147,15 +148,16 @@ class PPO:
 
     def start(self) -> None:
         self.collector = make_collector(self.cfg)
+        if self._restored_workers is not None:
+            self.collector.set_state(self._restored_workers)
 
     def restore(self, payload: dict[str, Any], path: Path, trust: bool) -> None:
-        assert self.collector is not None
         worker_states = unseal_state(payload.get("collector"), path, trust)
         load_weights(self.model, payload, path)
         self.learner.load_state_dict(payload["learner"])
-        self.collector.set_state(
-            [{"state": blob, "unpicklable_envs": None} for blob in worker_states]
-        )
+        self._restored_workers = [
+            {"state": blob, "unpicklable_envs": None} for blob in worker_states
+        ]
         self.iteration = int(payload["iteration"])
         self.recent_returns = list(payload["recent_episodes"]["returns"])
         self.recent_successes = list(payload["recent_episodes"]["successes"])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,12 +15,14 @@ import numpy as np
 import pytest
 import torch
 
-from rlformer.algos.loop import build_algorithm
+from rlformer.algos.loop import build_algorithm, run
+from rlformer.algos.odt import ODT
 from rlformer.checkpoints import CheckpointError, load_checkpoint
 from rlformer.config import TrainConfig, load_config
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.recorder import collect_dataset
 from rlformer.data.synthetic import tmaze_walks
+from rlformer.interrupts import Interrupted
 from rlformer.runs import read_metrics
 from rlformer.training import train
 
@@ -181,6 +185,44 @@ def test_continuous_dt_gains_a_fresh_spread_head(
         assert torch.allclose(algo.model(*args).action_preds, plain(*args).action_preds)
     with pytest.raises(CheckpointError, match="other observation or action spaces"):
         build_algorithm(_tmaze_odt(walks, tmp_path, f"odt.init_from={dt_run}"))
+
+
+def test_resumes_after_its_init_from_checkpoint_is_gone(
+    walks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed fine-tuning run takes weights and state normalisation from its own checkpoint:
+    it needs no ``odt.init_from`` file any more, and ends where an uninterrupted run ends."""
+    other = tmp_path / "other_walks.hdf5"  # other data, so other state statistics
+    write_d4rl(other, tmaze_walks(4, 9, seed=7, p_correct=0.5), {"env_id": "rlformer/TMaze-v0"})
+    dt_run = _dt_run(["env.id=rlformer/TMaze-v0", "env.kwargs.length=4"], other, tmp_path / "dt")
+    dt_stats = load_checkpoint(dt_run)["normalization"]["state_mean"]
+    extra = [f"odt.init_from={dt_run}", "rollout.backend=local", "run.checkpoint_every=1"]
+    straight = run(_tmaze_odt(walks, tmp_path / "straight", *extra))
+    stopped_cfg = _tmaze_odt(walks, tmp_path / "stopped", *extra)
+
+    play = ODT.iterate
+
+    def interrupted_after_two(self: ODT) -> dict[str, float]:
+        metrics = play(self)
+        if self.iteration == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return metrics
+
+    monkeypatch.setattr(ODT, "iterate", interrupted_after_two)
+    with pytest.raises(Interrupted) as stopped:
+        run(stopped_cfg)
+    monkeypatch.undo()
+    shutil.rmtree(dt_run)
+    resumed = run(stopped_cfg, resume_dir=stopped.value.run_dir)
+
+    own_stats = load_checkpoint(resumed.run_dir)["normalization"]["state_mean"]
+    assert torch.equal(own_stats, dt_stats)
+    dataset_mean = ODT(_tmaze_odt(walks, tmp_path, "odt.init_from=null"), torch.device("cpu"))
+    assert not torch.equal(dataset_mean.normalization["state_mean"], dt_stats), "weak test data"
+    a, b = _final(straight.run_dir), _final(resumed.run_dir)
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert _rows(straight.run_dir) == _rows(resumed.run_dir)
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

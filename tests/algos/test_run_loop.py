@@ -27,8 +27,9 @@ class Counter:
     kind = "counter"
     signal_at: int | None = None
 
-    def __init__(self, cfg: TrainConfig, device: torch.device) -> None:
+    def __init__(self, cfg: TrainConfig, device: torch.device, resuming: bool = False) -> None:
         self.cfg = cfg
+        self.resuming, self.started = resuming, False
         self.iteration = 0
         self.total = torch.zeros(())
         self.generator = torch.Generator().manual_seed(cfg.run.seed)
@@ -41,12 +42,13 @@ class Counter:
         return 1024
 
     def start(self) -> None:
-        pass
+        self.started = True
 
     def close(self) -> None:
         pass
 
     def restore(self, payload: dict[str, Any], path: Path, trust: bool) -> None:
+        assert self.resuming and not self.started, "restore comes before start, when resuming"
         self.iteration = payload["iteration"]
         self.total = payload["total"]
         self.generator.set_state(payload["generator"])

@@ -1,4 +1,4 @@
-"""Velocity-hiding wrappers: spaces, observation content, checker."""
+"""Velocity-hiding and action-subset wrappers: spaces, content, checker."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 from rlformer_envs.wrappers import (
     HideObservationEntries,
+    KeepActions,
     cartpole_no_velocity,
     pendulum_no_velocity,
 )
@@ -83,3 +84,32 @@ def test_lunar_lander_hides_its_three_velocities() -> None:
     continuous = gym.make("rlformer/LunarLanderNoVel-v0", continuous=True)
     assert isinstance(continuous.action_space, spaces.Box)
     assert continuous.action_space.shape == (2,)
+
+
+def test_keep_actions_plays_the_mapped_action_in_minigrid_memory() -> None:
+    pytest.importorskip("minigrid")
+    kept = KeepActions(gym.make("MiniGrid-MemoryS11-v0"), keep=[2, 0])
+    reference = gym.make("MiniGrid-MemoryS11-v0")
+    assert kept.action_space == spaces.Discrete(2)
+    obs, _ = kept.reset(seed=5)
+    ref_obs, _ = reference.reset(seed=5)
+    for agent_action, env_action in [(0, 2), (1, 0), (1, 0), (0, 2), (0, 2)]:
+        obs, reward, terminated, truncated, _ = kept.step(agent_action)
+        ref_obs, ref_reward, ref_terminated, ref_truncated, _ = reference.step(env_action)
+        np.testing.assert_array_equal(obs["image"], ref_obs["image"])
+        assert (reward, terminated, truncated) == (ref_reward, ref_terminated, ref_truncated)
+    assert tuple(kept.unwrapped.agent_pos) == tuple(reference.unwrapped.agent_pos)
+    assert kept.unwrapped.agent_dir == reference.unwrapped.agent_dir
+
+
+@pytest.mark.parametrize(
+    ("keep", "message"), [([], "distinct"), ([1, 1], "distinct"), ([0, 2], "valid: 0..1")]
+)
+def test_keep_actions_rejects_bad_lists(keep: list[int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        KeepActions(gym.make("CartPole-v1"), keep=keep)
+
+
+def test_keep_actions_needs_discrete_actions() -> None:
+    with pytest.raises(TypeError, match="Discrete"):
+        KeepActions(gym.make("Pendulum-v1"), keep=[0])
