@@ -164,8 +164,10 @@ class ObservationEncoder(nn.Module):
                 offsets = getattr(self, f"{name}_offsets")
                 start = getattr(self, f"{name}_start")
                 index = x.reshape(*lead, -1).long() - start + offsets  # [*lead, K] global index
-                # One-hot of each component's global index, summed: K ones in sum(nvec) slots.
-                parts.append(nn.functional.one_hot(index, self.out_size(path)).sum(-2).float())
+                # K ones in sum(nvec) slots: the components' ranges are disjoint, so a scatter
+                # equals the sum of K one-hots without building the [*lead, K, sum(nvec)] tensor.
+                hot = torch.zeros(*lead, self.out_size(path), device=x.device, dtype=torch.float32)
+                parts.append(hot.scatter_(-1, index, 1.0))
             else:
                 flat = x.reshape(*lead, -1).float()
                 if name in self.norms:

@@ -41,6 +41,27 @@ def test_flat_leaves_are_one_hot_or_as_is() -> None:
     assert encoder.out_dim == len(expected) and not list(encoder.parameters())
 
 
+def test_multidiscrete_is_each_components_one_hot_in_turn() -> None:
+    """A 2-D MultiDiscrete with offsets, batched over [B, T]: component k's one-hot fills
+    slots offset_k .. offset_k + nvec_k - 1, in row-major component order."""
+    nvec, start = np.array([[3, 2], [4, 2]]), np.array([[1, 0], [-1, 5]])
+    encoder = ObservationEncoder(spaces.MultiDiscrete(nvec, start=start), ModelConfig())
+    rng = np.random.default_rng(0)
+    obs = start + rng.integers(0, nvec, size=(2, 5, 2, 2))  # [B, T, 2, 2]
+    features = encoder(torch.as_tensor(obs))
+    expected = torch.cat(
+        [
+            torch.nn.functional.one_hot(torch.as_tensor(value - low), int(n))
+            for value, low, n in zip(
+                np.moveaxis(obs.reshape(2, 5, 4), -1, 0), start.ravel(), nvec.ravel(), strict=True
+            )
+        ],
+        dim=-1,
+    ).float()
+    assert features.shape == (2, 5, 11) and encoder.out_dim == 11
+    assert torch.equal(features, expected)
+
+
 @pytest.mark.parametrize("cnn", ["nature", "impala"])
 def test_hwc_and_chw_images_give_the_same_features(cnn: str) -> None:
     cfg = ModelConfig(cnn=cnn, cnn_features=8)
