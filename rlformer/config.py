@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from rlformer.core.config import CoreConfig
+from rlformer.presets import UnknownPresetError, apply_preset
 
 
 class ConfigError(ValueError):
@@ -381,6 +382,11 @@ class TrainConfig(StrictModel):
         description="ppo: online GTrXL-PPO; dt: offline Decision Transformer; odt: Online "
         "Decision Transformer (DT fine-tuned on its own rollouts).",
     )
+    preset: str | None = Field(
+        None,
+        description="Tuned settings of a task family laid under this config: popgym or "
+        "minigrid (rlformer/presets.py); the config's own keys and --set win.",
+    )
     run: RunConfig = Field(default_factory=RunConfig, description="Run directory, seed, device.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment.")
     rollout: RolloutConfig = Field(
@@ -497,7 +503,12 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def build_config(raw: dict[str, Any]) -> TrainConfig:
-    """Validate a raw mapping into a :class:`TrainConfig` or raise :class:`ConfigError`."""
+    """Validate a raw mapping, laid over the preset it names, into a :class:`TrainConfig` or
+    raise :class:`ConfigError`."""
+    try:
+        raw = apply_preset(raw)
+    except UnknownPresetError as err:
+        raise ConfigError(str(err)) from None
     try:
         return TrainConfig.model_validate(raw)
     except ValidationError as err:

@@ -1,0 +1,104 @@
+"""Named settings for a family of tasks, laid under a config with ``preset: NAME``.
+
+rl-baselines3-zoo keeps tuned hyperparameters per env id; rlformer keeps them per task family,
+because what makes GTrXL-PPO learn is shared across a family (POPGym's previous-action input and
+rollout shape, MiniGrid's symbolic-grid encoder) and a family holds tasks nobody tuned for yet.
+Each preset holds only what its benchmark evidence chose (docs/BENCHMARKS.md says where); the
+config's own keys win over it, and ``--set`` wins over both. Mappings merge key by key; a list
+(such as ``env.wrappers``) is replaced whole, so a config that lists wrappers gets exactly those.
+
+Example:
+    >>> raw = apply_preset({"preset": "popgym", "env": {"id": "popgym-RepeatFirstEasy-v0"}})
+    >>> raw["rollout"]["envs_per_worker"], raw["env"]["id"]
+    (16, 'popgym-RepeatFirstEasy-v0')
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+# POPGym (any task, tuned on the 10 Easy tasks): POPGym's own PreviousAction wrapper, as in its
+# paper; 16 envs x 64 steps, lr 5e-4, entropy 0.01; one GTrXL layer of width 64 with gate bias 0.
+# With these GTrXL is at or above the best LSTM/GRU agent on 10 of 10 Easy tasks (200k steps).
+_POPGYM: dict[str, Any] = {
+    "env": {
+        "imports": ["popgym"],
+        "wrappers": [{"class": "popgym.wrappers:PreviousAction", "unwrapped": True}],
+    },
+    "rollout": {"envs_per_worker": 16, "fragment_length": 64},
+    "model": {
+        "core": {
+            "n_layers": 1,
+            "d_model": 64,
+            "n_heads": 4,
+            "d_ff": 128,
+            "memory_length": 64,
+            "gate_bias": 0.0,
+        },
+        "recurrent_hidden": 64,
+    },
+    "ppo": {
+        "total_steps": 200_000,
+        "learning_rate": 0.0005,
+        "update_epochs": 4,
+        "num_minibatches": 4,
+        "ent_coef": 0.01,
+    },
+    "eval": {"episodes": 100},
+}
+
+# MiniGrid (any task): the image alone (the mission text cannot be encoded), an IMPALA encoder
+# (the Nature CNN's strides do not fit a 7x7 view) and the grid's codes 0..10 scaled by 10, not
+# 255: divided by 255 the encoder saw at most 0.04 and MiniGrid-MemoryS11 learned nothing in 1M
+# steps.
+_MINIGRID: dict[str, Any] = {
+    "env": {"imports": ["minigrid"], "wrappers": [{"class": "minigrid.wrappers:ImgObsWrapper"}]},
+    "rollout": {"envs_per_worker": 16, "fragment_length": 128},
+    "model": {
+        "cnn": "impala",
+        "cnn_features": 128,
+        "image_scale": 10.0,
+        "core": {
+            "n_layers": 1,
+            "d_model": 64,
+            "n_heads": 4,
+            "d_ff": 128,
+            "memory_length": 128,
+            "gate_bias": 0.0,
+        },
+        "recurrent_hidden": 64,
+    },
+    "ppo": {"learning_rate": 0.0003, "update_epochs": 4, "num_minibatches": 4, "ent_coef": 0.01},
+    "eval": {"episodes": 100},
+}
+
+PRESETS: dict[str, dict[str, Any]] = {"popgym": _POPGYM, "minigrid": _MINIGRID}
+
+
+class UnknownPresetError(ValueError):
+    """``preset`` names no preset; the message lists the ones there are."""
+
+
+def merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` laid over ``base``: mappings merge key by key, anything else in ``top`` wins."""
+    result = copy.deepcopy(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def apply_preset(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` laid over the preset it names (unchanged when it names none)."""
+    name = raw.get("preset")
+    if name is None:
+        return raw
+    if not isinstance(name, str) or name not in PRESETS:
+        raise UnknownPresetError(
+            f"preset: unknown preset {name!r}; choose one of {', '.join(sorted(PRESETS))} "
+            "or leave it out (null)"
+        )
+    return merged(PRESETS[name], raw)

@@ -1,0 +1,104 @@
+"""Presets: tuned settings of a task family under a config; the config and --set win."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlformer.config import ConfigError, dump_config, load_config
+from rlformer.presets import PRESETS, apply_preset, merged
+from rlformer.training import check_config
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_preset_fills_what_the_config_leaves_out(tmp_path: Path) -> None:
+    cfg = load_config(_write(tmp_path, "preset: popgym\nenv: {id: popgym-RepeatFirstEasy-v0}\n"))
+    assert cfg.env.id == "popgym-RepeatFirstEasy-v0"
+    assert cfg.env.imports == ["popgym"]
+    assert [(w.cls, w.unwrapped) for w in cfg.env.wrappers] == [
+        ("popgym.wrappers:PreviousAction", True)
+    ]
+    assert (cfg.rollout.envs_per_worker, cfg.rollout.fragment_length) == (16, 64)
+    assert (cfg.ppo.learning_rate, cfg.ppo.ent_coef, cfg.ppo.total_steps) == (5e-4, 0.01, 200_000)
+    assert cfg.model.core.memory_length == 64 and cfg.model.recurrent_hidden == 64
+    # Keys no preset names keep the ordinary defaults.
+    assert cfg.ppo.gamma == load_config(None).ppo.gamma
+
+
+def test_config_keys_merge_into_the_preset_and_win(tmp_path: Path) -> None:
+    text = (
+        "preset: minigrid\n"
+        "env: {id: MiniGrid-DoorKey-5x5-v0}\n"
+        "model:\n  core: {memory_length: 16}\n  cnn_features: 32\n"
+        "ppo: {learning_rate: 0.001}\n"
+    )
+    cfg = load_config(_write(tmp_path, text))
+    assert cfg.model.core.memory_length == 16  # the config's
+    assert cfg.model.core.d_model == 64 and cfg.model.core.gate_bias == 0.0  # the preset's
+    assert cfg.model.cnn_features == 32 and cfg.model.cnn == "impala"
+    assert cfg.model.image_scale == 10.0
+    assert cfg.ppo.learning_rate == 0.001 and cfg.ppo.ent_coef == 0.01
+
+
+def test_set_wins_over_config_and_preset_and_can_name_the_preset(tmp_path: Path) -> None:
+    path = _write(tmp_path, "env: {id: popgym-RepeatFirstEasy-v0}\nppo: {learning_rate: 0.002}\n")
+    plain = load_config(path)
+    assert plain.rollout.envs_per_worker == 8 and plain.env.wrappers == []
+    cfg = load_config(path, ["preset=popgym", "rollout.envs_per_worker=4"])
+    assert cfg.preset == "popgym" and cfg.rollout.envs_per_worker == 4
+    assert cfg.ppo.learning_rate == 0.002  # the config's, over the preset's 5e-4
+    assert cfg.rollout.fragment_length == 64 and len(cfg.env.wrappers) == 1
+
+
+def test_a_listed_wrapper_list_replaces_the_presets(tmp_path: Path) -> None:
+    text = "preset: popgym\nenv:\n  id: popgym-RepeatFirstEasy-v0\n  wrappers: []\n"
+    cfg = load_config(_write(tmp_path, text))
+    assert cfg.env.wrappers == [] and cfg.env.imports == ["popgym"]
+
+
+@pytest.mark.parametrize("name", ["nope", 3, ["popgym"]])
+def test_unknown_preset_is_one_line_naming_the_choices(name: object, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [f"preset={name}"])
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("preset: unknown preset")
+    assert all(choice in message for choice in PRESETS)
+
+
+def test_resolved_config_round_trips(tmp_path: Path) -> None:
+    cfg = load_config(None, ["preset=popgym", "env.id=popgym-RepeatFirstEasy-v0"])
+    again = load_config(_write(tmp_path, dump_config(cfg)))
+    assert again == cfg
+
+
+def test_merging_leaves_the_preset_untouched() -> None:
+    before = repr(PRESETS["popgym"])
+    first = apply_preset({"preset": "popgym", "model": {"core": {"memory_length": 8}}})
+    first["env"]["wrappers"].append({"class": "x:Y"})
+    second = apply_preset({"preset": "popgym"})
+    assert repr(PRESETS["popgym"]) == before
+    assert second["model"]["core"]["memory_length"] == 64 and len(second["env"]["wrappers"]) == 1
+
+
+def test_merged_replaces_non_mappings_and_recurses_into_mappings() -> None:
+    base = {"a": {"b": 1, "c": [1, 2]}, "d": 5}
+    assert merged(base, {"a": {"c": [3]}, "d": None}) == {"a": {"b": 1, "c": [3]}, "d": None}
+    assert merged(base, {"a": 7}) == {"a": 7, "d": 5}
+
+
+@pytest.mark.parametrize(
+    ("preset", "env_id"),
+    [("popgym", "popgym-CountRecallMedium-v0"), ("minigrid", "MiniGrid-DoorKey-5x5-v0")],
+)
+def test_preset_builds_env_and_model_for_an_untuned_task(
+    preset: str, env_id: str, tmp_path: Path
+) -> None:
+    # A task of the family that no shipped config names: the preset alone makes it run.
+    cfg = load_config(None, [f"preset={preset}", f"env.id={env_id}", f"run.root={tmp_path}"])
+    assert check_config(cfg).startswith(f"ok: ppo on {env_id}")
