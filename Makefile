@@ -23,9 +23,10 @@ install: $(VENV)/.installed
 quickstart: install
 	$(BIN)/rlformer train configs/quickstart.yaml
 
-## The whole test suite (slow, Ray and CLI tests included), then ruff.
+## ruff (lint and formatting), then the whole test suite (slow, Ray and CLI tests included).
 test: install
 	$(BIN)/ruff check rlformer envs tests scripts
+	$(BIN)/ruff format --check rlformer envs tests scripts
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## Everything except tests marked slow.
@@ -34,6 +35,7 @@ test-fast: install
 
 lint: install
 	$(BIN)/ruff check rlformer envs tests scripts
+	$(BIN)/ruff format --check rlformer envs tests scripts
 
 ## Side-by-side benchmarks (needs the bench extra: transformers).
 bench: install

@@ -355,8 +355,9 @@ class ODTConfig(StrictModel):
         300, ge=1, description="Gradient steps on the replay buffer after each collection."
     )
     replay_size: int = Field(
-        1000, ge=1, description="Trajectories in the FIFO replay buffer (seeded with the best "
-        "offline ones)."
+        1000,
+        ge=1,
+        description="Trajectories in the FIFO replay buffer (seeded with the best offline ones).",
     )
     exploration_return: float | None = Field(
         None,

@@ -78,9 +78,7 @@ class DTLearner:
             memory = out.memory
             losses.append((self.segment_loss(out, batch), batch.mask.sum()))
         total = sum(w for _, w in losses)
-        terms = {
-            name: sum(parts[name] * w for parts, w in losses) / total for name in losses[0][0]
-        }
+        terms = {name: sum(parts[name] * w for parts, w in losses) / total for name in losses[0][0]}
         loss = terms["loss/action"]
         self.optimizer.zero_grad(set_to_none=True)
         problem = nonfinite_loss(loss, {k: v.detach() for k, v in terms.items()})

@@ -36,9 +36,10 @@ def nonfinite_gradient(model: nn.Module, total_norm: torch.Tensor) -> str | None
     """``None`` when the gradient norm is finite, else the first parameter with a bad gradient."""
     if bool(torch.isfinite(total_norm)):
         return None
-    return _first_bad(
-        (f"the gradient of {name}", p.grad) for name, p in model.named_parameters()
-    ) or f"the gradient norm is {float(total_norm):g}"
+    return (
+        _first_bad((f"the gradient of {name}", p.grad) for name, p in model.named_parameters())
+        or f"the gradient norm is {float(total_norm):g}"
+    )
 
 
 def nonfinite_parameter(model: nn.Module) -> str | None:

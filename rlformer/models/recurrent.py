@@ -56,15 +56,11 @@ class RecurrentTorso(nn.Module):
         self.layers = layers
         self.out_dim = hidden
 
-    def initial_state(
-        self, batch_size: int, device: torch.device | str = "cpu"
-    ) -> RecurrentState:
+    def initial_state(self, batch_size: int, device: torch.device | str = "cpu") -> RecurrentState:
         zeros = torch.zeros(self.layers, batch_size, self.out_dim, device=device)
         return RecurrentState(zeros, zeros.clone() if self.kind == "lstm" else None)
 
-    def _run(
-        self, x: torch.Tensor, state: RecurrentState
-    ) -> tuple[torch.Tensor, RecurrentState]:
+    def _run(self, x: torch.Tensor, state: RecurrentState) -> tuple[torch.Tensor, RecurrentState]:
         # x: [B, T, H]; nn.LSTM wants (h, c), nn.GRU wants h.
         if self.kind == "lstm":
             out, (h, c) = self.rnn(x, (state.h.contiguous(), state.c.contiguous()))
