@@ -79,7 +79,8 @@ def check_observation_space(space: gym.Space) -> None:
             "those) with a wrapper in env.wrappers"
         )
         hint = (
-            " (for MiniGrid: minigrid.wrappers:ImgObsWrapper keeps only the image)"
+            " (for MiniGrid: minigrid.wrappers:ImgObsWrapper keeps only the image; "
+            "preset: minigrid sets it with the encoder settings a MiniGrid grid needs)"
             if path == "mission"
             else ""
         )
