@@ -109,15 +109,21 @@ def train(
     if config is not None and resume is not None:
         fail("give either CONFIG (a new run) or --resume RUN_DIR (continue a run), not both")
     try:
-        if dry_run:
-            if resume is not None:
-                fail("--dry-run checks a new run's config; it does not combine with --resume")
-            typer.echo(check_config(load_config(config, set_ or [])))
-            return
+        if dry_run and resume is not None:
+            fail("--dry-run checks a new run's config; it does not combine with --resume")
         if resume is not None:
             result = resume_run(resume, set_ or [], trust=trust_checkpoint)
         else:
-            result = train_run(load_config(config, set_ or []))
+            cfg = load_config(config, set_ or [])
+            if cfg.preset is not None:
+                typer.echo(
+                    f"preset {cfg.preset}: its settings under the config's own "
+                    "(rlformer/presets.py; preset: null for none)"
+                )
+            if dry_run:
+                typer.echo(check_config(cfg))
+                return
+            result = train_run(cfg)
     except _user_errors() as err:
         fail(str(err))
     except RunFailed as err:

@@ -384,9 +384,9 @@ class TrainConfig(StrictModel):
         "Decision Transformer (DT fine-tuned on its own rollouts).",
     )
     preset: str | None = Field(
-        None,
-        description="Tuned settings of a task family laid under this config: popgym or "
-        "minigrid (rlformer/presets.py); the config's own keys and --set win.",
+        "auto",
+        description="Tuned settings of a task family laid under a loaded config: popgym, "
+        "minigrid, auto (by env.id, PPO only) or null (none); the config's keys and --set win.",
     )
     run: RunConfig = Field(default_factory=RunConfig, description="Run directory, seed, device.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment.")

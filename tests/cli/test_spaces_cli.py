@@ -129,7 +129,8 @@ def test_user_env_with_wrapper_on_ray_then_eval_and_collect_from_checkpoint(
     ("args", "message"),
     [
         (
-            ["env.id=MiniGrid-MemoryS11-v0", "env.imports=[minigrid]"],
+            # preset=null: without the minigrid preset that auto picks, the raw Dict reaches us.
+            ["env.id=MiniGrid-MemoryS11-v0", "env.imports=[minigrid]", "preset=null"],
             "observation key 'mission' is a MissionSpace space, which rlformer cannot encode",
         ),
         (["env.id=nosuchpkg_xyz:Foo-v0"], "cannot import module 'nosuchpkg_xyz'"),

@@ -48,12 +48,36 @@ def test_config_keys_merge_into_the_preset_and_win(tmp_path: Path) -> None:
 
 def test_set_wins_over_config_and_preset_and_can_name_the_preset(tmp_path: Path) -> None:
     path = _write(tmp_path, "env: {id: popgym-RepeatFirstEasy-v0}\nppo: {learning_rate: 0.002}\n")
-    plain = load_config(path)
+    plain = load_config(path, ["preset=null"])
+    assert plain.preset is None
     assert plain.rollout.envs_per_worker == 8 and plain.env.wrappers == []
     cfg = load_config(path, ["preset=popgym", "rollout.envs_per_worker=4"])
     assert cfg.preset == "popgym" and cfg.rollout.envs_per_worker == 4
     assert cfg.ppo.learning_rate == 0.002  # the config's, over the preset's 5e-4
     assert cfg.rollout.fragment_length == 64 and len(cfg.env.wrappers) == 1
+
+
+@pytest.mark.parametrize(
+    ("env_id", "algo", "expected"),
+    [
+        ("popgym-RepeatFirstEasy-v0", "ppo", "popgym"),
+        ("popgym:popgym-CountRecallHard-v0", "ppo", "popgym"),
+        ("MiniGrid-DoorKey-5x5-v0", "ppo", "minigrid"),
+        ("CartPole-v1", "ppo", None),
+        ("rlformer/TMaze-v0", "ppo", None),
+        ("MiniGrid-DoorKey-5x5-v0", "dt", None),  # presets hold PPO evidence
+    ],
+)
+def test_auto_picks_the_env_familys_preset_and_records_it(
+    env_id: str, algo: str, expected: str | None, tmp_path: Path
+) -> None:
+    # auto is the default: a config with only env.id gets its family's settings.
+    cfg = load_config(_write(tmp_path, f"algo: {algo}\nenv: {{id: {env_id!r}}}\n"))
+    assert cfg.preset == expected
+    named = "null" if expected is None else expected
+    assert cfg == load_config(None, [f"algo={algo}", f"env.id={env_id}", f"preset={named}"])
+    if expected == "popgym":
+        assert cfg.rollout.envs_per_worker == 16 and cfg.env.imports == ["popgym"]
 
 
 def test_a_listed_wrapper_list_replaces_the_presets(tmp_path: Path) -> None:

@@ -1,0 +1,61 @@
+"""Presets through the real CLI: an env id alone trains with its family's settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.cli.test_train_cli import rlformer
+
+
+@pytest.mark.slow
+def test_env_id_alone_trains_with_the_family_preset_and_records_it(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    result = rlformer(
+        "train",
+        "--set",
+        "env.id=popgym-RepeatPreviousEasy-v0",  # no imports, wrappers or settings
+        "--set",
+        "ppo.total_steps=2048",
+        "--set",
+        "eval.episodes=2",
+        "--set",
+        f"run.root={root}",
+        cwd=tmp_path,
+    )
+    assert "preset popgym:" in result.stdout
+    (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["preset"] == "popgym"
+    assert saved["env"]["wrappers"][0]["class"] == "popgym.wrappers:PreviousAction"
+    assert saved["rollout"]["envs_per_worker"] == 16
+    # Two iterations of 16 x 64 steps: the preset's rollout shape, not the default 8 x 128.
+    assert "iteration 2/2 steps 2048" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("sets", "notice", "steps"),
+    [([], "preset popgym:", "200,000"), (["preset=null", "env.imports=[popgym]"], None, "100,000")],
+)
+def test_dry_run_names_the_preset_in_effect(
+    sets: list[str], notice: str | None, steps: str, tmp_path: Path
+) -> None:
+    extra = [item for value in sets for item in ("--set", value)]
+    result = rlformer(
+        "train",
+        "--dry-run",
+        "--set",
+        "env.id=popgym-RepeatPreviousEasy-v0",
+        "--set",
+        f"run.root={tmp_path / 'runs'}",
+        *extra,
+        cwd=tmp_path,
+    )
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("preset ")] == (
+        [] if notice is None else [line for line in lines if line.startswith(notice)]
+    )
+    assert notice is None or any(line.startswith(notice) for line in lines)
+    assert lines[-1].startswith("ok: ppo on popgym-") and f"{steps} env steps" in lines[-1]
