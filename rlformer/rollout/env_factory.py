@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from rlformer.presets import PRESETS, family_preset
+
 if TYPE_CHECKING:
     from rlformer.config import EnvConfig
 
@@ -88,6 +90,11 @@ def check_env_id(env_id: str, imports: Sequence[str] = ()) -> None:
         return
     close = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
+    family = family_preset(env_id)
+    if family is not None:
+        # A family's ids exist only once its package is imported (ids are case-sensitive too).
+        package = PRESETS[family]["env"]["imports"][0]
+        hint += f" Its family's ids come with env.imports: [{package}] (or preset: {family})."
     raise EnvError(
         f"unknown env id {env_id!r}.{hint} List ids with "
         '`python -c "import gymnasium, rlformer_envs; gymnasium.pprint_registry()"`'

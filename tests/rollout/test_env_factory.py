@@ -92,3 +92,22 @@ def test_bad_wrapper_path_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match=r"env.wrappers.0.class"):
         load_config(None, ["env.wrappers=[{class: not-a-path}]"])
+
+
+@pytest.mark.parametrize(
+    ("env_id", "expected"),
+    [
+        ("MiniGrid-NoSuchTask-v0", "env.imports: [minigrid] (or preset: minigrid)"),
+        ("popgym-NoSuchTaskEasy-v0", "env.imports: [popgym] (or preset: popgym)"),
+    ],
+)
+def test_unknown_id_of_a_known_family_names_its_import(env_id: str, expected: str) -> None:
+    with pytest.raises(EnvError) as err:
+        env_from_config(_env(id=env_id))
+    assert f"unknown env id {env_id!r}" in str(err.value) and expected in str(err.value)
+
+
+def test_unknown_id_outside_the_families_gets_no_import_hint() -> None:
+    with pytest.raises(EnvError) as err:
+        env_from_config(_env(id="NoSuchTask-v0"))
+    assert "env.imports" not in str(err.value)
