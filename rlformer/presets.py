@@ -1,4 +1,5 @@
-"""Named settings for a family of tasks, laid under a config with ``preset: NAME``.
+"""Named settings for a family of tasks, laid under a config with ``preset: NAME``, or by
+``preset: auto`` (the default) from the env id's family.
 
 rl-baselines3-zoo keeps tuned hyperparameters per env id; rlformer keeps them per task family,
 because what makes GTrXL-PPO learn is shared across a family (POPGym's previous-action input and
