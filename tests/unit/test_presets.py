@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from rlformer.config import ConfigError, dump_config, load_config
 from rlformer.presets import PRESETS, apply_preset, merged
@@ -35,14 +36,17 @@ def test_config_keys_merge_into_the_preset_and_win(tmp_path: Path) -> None:
     text = (
         "preset: minigrid\n"
         "env: {id: MiniGrid-DoorKey-5x5-v0}\n"
-        "model:\n  core: {memory_length: 16}\n  cnn_features: 32\n"
+        "model:\n  core: {memory_length: 16}\n  recurrent_hidden: 32\n"
         "ppo: {learning_rate: 0.001}\n"
     )
     cfg = load_config(_write(tmp_path, text))
     assert cfg.model.core.memory_length == 16  # the config's
     assert cfg.model.core.d_model == 64 and cfg.model.core.gate_bias == 0.0  # the preset's
-    assert cfg.model.cnn_features == 32 and cfg.model.cnn == "impala"
-    assert cfg.model.image_scale == 10.0
+    assert cfg.model.recurrent_hidden == 32  # the config's, over the preset's 64
+    assert [w.cls for w in cfg.env.wrappers] == [
+        "minigrid.wrappers:OneHotPartialObsWrapper",
+        "minigrid.wrappers:ImgObsWrapper",
+    ]
     assert cfg.ppo.learning_rate == 0.001 and cfg.ppo.ent_coef == 0.01
 
 
@@ -126,3 +130,34 @@ def test_preset_builds_env_and_model_for_an_untuned_task(
     # A task of the family that no shipped config names: the preset alone makes it run.
     cfg = load_config(None, [f"preset={preset}", f"env.id={env_id}", f"run.root={tmp_path}"])
     assert check_config(cfg).startswith(f"ok: ppo on {env_id}")
+
+
+def test_minigrid_preset_shows_a_key_and_a_ball_in_separate_input_units() -> None:
+    """MiniGrid-MemoryS11's cue (a key or a ball) must reach the model as distinct inputs.
+
+    Under the old preset (object codes / 10 into a CNN) the two differed by 0.1 in one channel
+    and PPO stayed at chance even with the cue in every view; the one-hot view gives each object
+    type its own bit.
+    """
+    pytest.importorskip("minigrid")
+    from rlformer.models.encoders import ObservationEncoder
+    from rlformer.rollout.env_factory import env_from_config
+
+    cfg = load_config(None, ["env.id=MiniGrid-MemoryS11-v0"])
+    env = env_from_config(cfg.env)
+    encoder = ObservationEncoder(env.observation_space, cfg.model)
+    assert encoder.out_dim == 7 * 7 * 20  # flattened, no CNN: the view has 20 channels
+
+    seen: dict[str, torch.Tensor] = {}
+    for seed in range(200):  # resets with the agent beside the cue, one per cue type
+        obs, _ = env.reset(seed=seed)
+        grid = env.unwrapped.grid
+        cue = grid.get(1, grid.height // 2 - 1).type
+        if env.unwrapped.agent_pos[0] == 1 and cue not in seen:
+            seen[cue] = encoder(torch.as_tensor(obs)[None])[0]
+        if len(seen) == 2:
+            break
+    key, ball = seen["key"], seen["ball"]
+    assert set(torch.unique(key).tolist()) == {0.0, 1.0}
+    # Same position, same colour, same layout around it: only the cue cell's type bits differ.
+    assert int((key != ball).sum()) == 2
