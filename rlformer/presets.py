@@ -3,7 +3,9 @@
 
 rl-baselines3-zoo keeps tuned hyperparameters per env id; rlformer keeps them per task family,
 because what makes GTrXL-PPO learn is shared across a family (POPGym's previous-action input and
-rollout shape, MiniGrid's symbolic-grid encoder) and a family holds tasks nobody tuned for yet.
+rollout shape, MiniGrid's one-hot view) and a family holds tasks nobody tuned for yet. rlformer's
+own tasks without velocities share no such settings (Pendulum wants gamma 0.9 and 32 envs,
+LunarLander gamma 0.999), so each of them is a family of one.
 Each preset holds only what its benchmark evidence chose (docs/BENCHMARKS.md says where); the
 config's own keys win over it, and ``--set`` wins over both. Mappings merge key by key; a list
 (such as ``env.wrappers``) is replaced whole, so a config that lists wrappers gets exactly those.
@@ -76,11 +78,101 @@ _MINIGRID: dict[str, Any] = {
     "eval": {"episodes": 100, "deterministic": False},
 }
 
-PRESETS: dict[str, dict[str, Any]] = {"popgym": _POPGYM, "minigrid": _MINIGRID}
+# CartPole without velocities (rlformer/CartPoleNoVel-v0): rl-baselines3-zoo's RecurrentPPO
+# rollout shape and discounting for CartPoleNoVel (8 envs x 32 steps, gamma 0.98, GAE 0.8, no
+# entropy bonus, normalised observations) with 10 epochs and lr 5e-4, memory 32; like SB3, no
+# value clipping and no reward normalisation: with both, 5 seeds averaged 324 against 467 over 4
+# without (100k steps). 10 seeds: 447.9 (docs/BENCHMARKS.md, Memory suite).
+_CARTPOLE_NOVEL: dict[str, Any] = {
+    "rollout": {"envs_per_worker": 8, "fragment_length": 32},
+    "model": {
+        "core": {**_ONE_LAYER_CORE, "memory_length": 32},
+        "recurrent_hidden": 64,
+        "normalize_obs": True,
+    },
+    "ppo": {
+        "total_steps": 100_000,
+        "learning_rate": 0.0005,
+        "gamma": 0.98,
+        "gae_lambda": 0.8,
+        "ent_coef": 0.0,
+        "clip_value": False,
+        "update_epochs": 10,
+        "num_minibatches": 4,
+    },
+    "eval": {"episodes": 100},
+}
+
+# Pendulum without angular velocity (rlformer/PendulumNoVel-v0), tuned for 100k steps:
+# normalised rewards (-16..0 per step otherwise swamp the value head: -1,079 without), 10 epochs
+# of 32 minibatches per 32 x 128-step batch, gamma 0.9 and lr 1e-3 as in rl-baselines3-zoo's
+# Pendulum entries; a narrow core (width 32, 2 heads, memory 16, gate bias 2). 5 seeds: -224.
+_PENDULUM_NOVEL: dict[str, Any] = {
+    "rollout": {"envs_per_worker": 32, "fragment_length": 128},
+    "model": {
+        "core": {
+            "n_layers": 1,
+            "d_model": 32,
+            "n_heads": 2,
+            "d_ff": 64,
+            "memory_length": 16,
+            "gate_bias": 2.0,
+        },
+        "normalize_reward": True,
+    },
+    "ppo": {
+        "total_steps": 100_000,
+        "learning_rate": 0.001,
+        "gamma": 0.9,
+        "gae_lambda": 0.95,
+        "ent_coef": 0.0,
+        "update_epochs": 10,
+        "num_minibatches": 32,
+    },
+    "eval": {"episodes": 100},
+}
+
+# LunarLander without velocities (rlformer/LunarLanderNoVel-v0): rl-baselines3-zoo's RecurrentPPO
+# entry for LunarLanderNoVel (16 envs, gamma 0.999, GAE 0.98, 4 epochs, entropy 0.01, 1M steps)
+# with 128-step fragments (memory 64 carries context across them), normalised observations and
+# rewards. 3 seeds: 137.1, where a memoryless MLP scores -198.7.
+_LUNARLANDER_NOVEL: dict[str, Any] = {
+    "rollout": {"envs_per_worker": 16, "fragment_length": 128},
+    "model": {
+        "core": _ONE_LAYER_CORE,
+        "recurrent_hidden": 64,
+        "normalize_obs": True,
+        "normalize_reward": True,
+    },
+    "ppo": {
+        "total_steps": 1_000_000,
+        "learning_rate": 0.0003,
+        "gamma": 0.999,
+        "gae_lambda": 0.98,
+        "ent_coef": 0.01,
+        "update_epochs": 4,
+        "num_minibatches": 8,
+    },
+    "eval": {"episodes": 100},
+}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "popgym": _POPGYM,
+    "minigrid": _MINIGRID,
+    "cartpole-novel": _CARTPOLE_NOVEL,
+    "pendulum-novel": _PENDULUM_NOVEL,
+    "lunarlander-novel": _LUNARLANDER_NOVEL,
+}
 
 # ``preset: auto`` picks by the env id's family (the part after a ``module:`` prefix). The
 # presets hold PPO evidence, so auto picks none for the offline algorithms.
-_FAMILIES = {"popgym-": "popgym", "MiniGrid-": "minigrid"}
+_FAMILIES = {
+    "popgym-": "popgym",
+    "MiniGrid-": "minigrid",
+    "rlformer/CartPoleNoVel-": "cartpole-novel",
+    "rlformer/PendulumNoVel-": "pendulum-novel",
+    "rlformer/LunarLanderNoVel-": "lunarlander-novel",
+}
 
 
 class UnknownPresetError(ValueError):

@@ -83,6 +83,7 @@ NUM_ENVS, FRAGMENT, LR, EPOCHS, MINIBATCHES = 16, 64, 5e-4, 4, 4
 
 def run_rlformer(task: Task, seed: int, root: Path) -> Result:
     overrides = [
+        "preset=null",  # the shared settings below, not the tuned per-task presets
         f"env.id={task.env_id}",
         f"env.kwargs={json.dumps(task.env_kwargs)}",
         f"run.root={root}",

@@ -67,7 +67,10 @@ def test_set_wins_over_config_and_preset_and_can_name_the_preset(tmp_path: Path)
         ("popgym-RepeatFirstEasy-v0", "ppo", "popgym"),
         ("popgym:popgym-CountRecallHard-v0", "ppo", "popgym"),
         ("MiniGrid-DoorKey-5x5-v0", "ppo", "minigrid"),
-        ("CartPole-v1", "ppo", None),
+        ("rlformer/CartPoleNoVel-v0", "ppo", "cartpole-novel"),
+        ("rlformer_envs:rlformer/PendulumNoVel-v0", "ppo", "pendulum-novel"),
+        ("rlformer/LunarLanderNoVel-v0", "ppo", "lunarlander-novel"),
+        ("CartPole-v1", "ppo", None),  # the velocities are there: not the NoVel preset
         ("rlformer/TMaze-v0", "ppo", None),
         ("MiniGrid-DoorKey-5x5-v0", "dt", None),  # presets hold PPO evidence
     ],
@@ -82,6 +85,18 @@ def test_auto_picks_the_env_familys_preset_and_records_it(
     assert cfg == load_config(None, [f"algo={algo}", f"env.id={env_id}", f"preset={named}"])
     if expected == "popgym":
         assert cfg.rollout.envs_per_worker == 16 and cfg.env.imports == ["popgym"]
+    if expected == "pendulum-novel":
+        assert cfg.ppo.gamma == 0.9 and cfg.model.normalize_reward
+
+
+def test_shipped_no_velocity_configs_are_their_presets_plus_a_run_name() -> None:
+    """The three configs and `--set env.id=ID` alone train with the same settings."""
+    configs = Path(__file__).parents[2] / "configs"
+    for task in ("cartpole", "pendulum", "lunarlander"):
+        shipped = load_config(configs / f"ppo_gtrxl_{task}_novel.yaml")
+        alone = load_config(None, [f"env.id={shipped.env.id}", f"run.name={shipped.run.name}"])
+        assert shipped.preset == f"{task}-novel"
+        assert alone == shipped
 
 
 def test_a_listed_wrapper_list_replaces_the_presets(tmp_path: Path) -> None:
