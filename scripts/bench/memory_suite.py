@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,28 @@ from rlformer.runs import read_metrics
 from rlformer.training import train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def _code_version() -> str | None:
+    """The checkout's commit (``-dirty`` with uncommitted changes to tracked files), if any."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=CONFIGS.parent, capture_output=True, text=True, timeout=10
+        )
+        if done.returncode != 0:
+            raise OSError(done.stderr)
+        return done.stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{commit}-dirty" if dirty else commit
+
+
+CODE_VERSION = _code_version()
 AGENTS = ("gtrxl", "lstm", "gru", "recurrent_ppo", "ppo_mlp")
 
 
@@ -155,6 +179,10 @@ class Result:
     score: float  # mean return of the final deterministic evaluation
     success_rate: float | None
     curve: list[tuple[int, float]]  # (env steps, mean return of recent episodes)
+    # The code it ran on (commit, "-dirty" with uncommitted changes): the same seed trains
+    # differently after a change that shifts the random streams. None on rows from before.
+    commit: str | None = field(default_factory=lambda: CODE_VERSION)
+    overrides: list[str] = field(default_factory=list)  # --set variants of the rlformer agents
 
     @property
     def steps_per_s(self) -> float:
@@ -200,10 +228,24 @@ class TrainingLoopClock:
         return self.last - self.first
 
 
-def run_rlformer(name: str, agent: str, steps: int, seed: int, episodes: int, root: Path) -> Result:
+def run_rlformer(
+    name: str,
+    agent: str,
+    steps: int,
+    seed: int,
+    episodes: int,
+    root: Path,
+    overrides: Sequence[str] = (),
+) -> Result:
     torso = {"gtrxl": "gtrxl", "lstm": "lstm", "gru": "gru"}[agent]
     cfg = task_config(
-        TASKS[name], steps, seed, root, f"model.torso={torso}", f"eval.episodes={episodes}"
+        TASKS[name],
+        steps,
+        seed,
+        root,
+        f"model.torso={torso}",
+        f"eval.episodes={episodes}",
+        *overrides,
     )
     loop = TrainingLoopClock()
     result = train(cfg, on_iteration=loop.tick)
@@ -222,6 +264,7 @@ def run_rlformer(name: str, agent: str, steps: int, seed: int, episodes: int, ro
         result.evaluation["return_mean"],
         result.evaluation.get("success_rate"),
         curve,
+        overrides=list(overrides),
     )
 
 
@@ -342,7 +385,8 @@ class SB3EvalSource:
 def _done(out: Path) -> list[Result]:
     if not out.exists():
         return []
-    return [Result(**json.loads(line)) for line in out.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    return [Result(**{"commit": None, **row}) for row in rows]  # older rows name no commit
 
 
 def report(results: list[Result], plots: Path | None) -> None:
@@ -405,6 +449,15 @@ def main() -> None:
     parser.add_argument("--plots", type=Path, default=Path("docs/memory_suite"))
     parser.add_argument("--root", type=Path, default=Path("runs/memory_suite"))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Config override for the rlformer agents (repeatable), to measure a variant; "
+        "give it its own --out, since finished (task, agent, seed) rows are skipped.",
+    )
     args = parser.parse_args()
     if args.quick:
         args.steps, args.seeds, args.episodes = 2048, 1, 5
@@ -419,8 +472,12 @@ def main() -> None:
                 for agent in args.agents:
                     if (name, agent, seed) in seen:
                         continue
-                    runner = run_sb3 if agent in ("recurrent_ppo", "ppo_mlp") else run_rlformer
-                    result = runner(name, agent, steps, seed, args.episodes, args.root)
+                    if agent in ("recurrent_ppo", "ppo_mlp"):
+                        result = run_sb3(name, agent, steps, seed, args.episodes, args.root)
+                    else:
+                        result = run_rlformer(
+                            name, agent, steps, seed, args.episodes, args.root, args.overrides
+                        )
                     with args.out.open("a") as handle:
                         handle.write(json.dumps(asdict(result)) + "\n")
                     finished.append(result)

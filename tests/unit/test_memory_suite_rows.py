@@ -1,0 +1,28 @@
+"""The memory suite's result rows say which code produced them (scripts/bench/memory_suite.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "bench"))
+import memory_suite  # noqa: E402
+
+
+def test_new_rows_record_the_checkout_and_old_rows_read_as_unknown(tmp_path: Path) -> None:
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    fresh = memory_suite.Result("t", "gtrxl", 0, 10, 1.0, 0.5, None, [(10, 0.5)])
+    assert fresh.commit is not None and fresh.commit.startswith(head)
+    row = asdict(fresh)
+    old = {key: value for key, value in row.items() if key not in ("commit", "overrides")}
+    out = tmp_path / "results.jsonl"
+    out.write_text(json.dumps(old) + "\n" + json.dumps(row) + "\n")
+    before, after = memory_suite._done(out)
+    assert before.commit is None and before.overrides == []
+    assert after.commit == fresh.commit and after.score == 0.5
