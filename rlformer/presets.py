@@ -82,7 +82,7 @@ _MINIGRID: dict[str, Any] = {
 # rollout shape and discounting for CartPoleNoVel (8 envs x 32 steps, gamma 0.98, GAE 0.8, no
 # entropy bonus, normalised observations) with 10 epochs and lr 5e-4, memory 32; like SB3, no
 # value clipping and no reward normalisation: with both, 5 seeds averaged 324 against 467 over 4
-# without (100k steps). 10 seeds: 447.9 (docs/BENCHMARKS.md, Memory suite).
+# without (100k steps). 10 seeds: 458.7, IQM 499.6 (docs/BENCHMARKS.md, Memory suite).
 _CARTPOLE_NOVEL: dict[str, Any] = {
     "rollout": {"envs_per_worker": 8, "fragment_length": 32},
     "model": {
@@ -106,7 +106,8 @@ _CARTPOLE_NOVEL: dict[str, Any] = {
 # Pendulum without angular velocity (rlformer/PendulumNoVel-v0), tuned for 100k steps:
 # normalised rewards (-16..0 per step otherwise swamp the value head: -1,079 without), 10 epochs
 # of 32 minibatches per 32 x 128-step batch, gamma 0.9 and lr 1e-3 as in rl-baselines3-zoo's
-# Pendulum entries; a narrow core (width 32, 2 heads, memory 16, gate bias 2). 5 seeds: -224.
+# Pendulum entries; a narrow core (width 32, 2 heads, memory 16, gate bias 2). 5 seeds: -224
+# on session 8's code, -361 on the current one (one or two seeds in five fail to swing up).
 _PENDULUM_NOVEL: dict[str, Any] = {
     "rollout": {"envs_per_worker": 32, "fragment_length": 128},
     "model": {
