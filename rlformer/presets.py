@@ -136,7 +136,7 @@ _PENDULUM_NOVEL: dict[str, Any] = {
 # LunarLander without velocities (rlformer/LunarLanderNoVel-v0): rl-baselines3-zoo's RecurrentPPO
 # entry for LunarLanderNoVel (16 envs, gamma 0.999, GAE 0.98, 4 epochs, entropy 0.01, 1M steps)
 # with 128-step fragments (memory 64 carries context across them), normalised observations and
-# rewards. 3 seeds: 137.1, where a memoryless MLP scores -198.7.
+# rewards. 3 seeds: 203.5, where the LSTM torso scores -115.3 and a memoryless MLP -198.7.
 _LUNARLANDER_NOVEL: dict[str, Any] = {
     "rollout": {"envs_per_worker": 16, "fragment_length": 128},
     "model": {
