@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-# The GTrXL both presets were measured with, stated here so that a change of the PPO model
+# The GTrXL the presets were measured with, stated here so that a change of the PPO model
 # defaults leaves the presets' evidence standing (merging copies it, so sharing is safe).
 _ONE_LAYER_CORE: dict[str, Any] = {
     "n_layers": 1,
