@@ -65,10 +65,19 @@ class SequenceBatch(NamedTuple):
         )
 
 
-def make_sequence_batch(fragment: Fragment, cfg: PPOConfig, device: torch.device) -> SequenceBatch:
-    """GAE on the time-major fragment, then transpose to env-major tensors."""
+def make_sequence_batch(
+    fragment: Fragment,
+    cfg: PPOConfig,
+    device: torch.device,
+    return_rewards: np.ndarray | None = None,
+) -> SequenceBatch:
+    """GAE on the time-major fragment, then transpose to env-major tensors.
+
+    ``return_rewards`` are the rewards GAE discounts (default: the fragment's, as the model saw
+    them); the model's previous-reward inputs stay the fragment's either way.
+    """
     advantages, returns = compute_gae(
-        fragment.rewards,
+        fragment.rewards if return_rewards is None else return_rewards,
         fragment.values,
         fragment.terminated,
         fragment.truncated,
@@ -188,7 +197,7 @@ class PPOLearner:
     def update(self, fragment: Fragment) -> dict[str, float]:
         """Several epochs of minibatch PPO over the fragment's env-slot sequences."""
         lr = self._set_learning_rate()
-        batch = make_sequence_batch(fragment, self.cfg, self.device)
+        batch = make_sequence_batch(fragment, self.cfg, self.device, self._return_rewards(fragment))
         num_rows = batch.rewards.shape[0]
         self.model.train()
         sums: dict[str, float] = {}
@@ -259,6 +268,19 @@ class PPOLearner:
             float(1 - (returns - values).var() / variance) if variance > 0 else 0.0
         )
         return result
+
+    def _return_rewards(self, fragment: Fragment) -> np.ndarray | None:
+        """With reward normalisation, the env's rewards scaled by statistics that already count
+        this fragment's returns, as SB3's VecNormalize scales each step after updating.
+
+        The workers scaled with the statistics of the weights they were given: for the first
+        fragment that is none at all, so its returns would be raw (Pendulum-NoVel: -39.9 +- 17.2
+        where the next fragments' are -0.3 +- 0.2), and the value head would spend several
+        updates unlearning them. None (the fragment's rewards) without normalisation.
+        """
+        if self.model.reward_norm is None:
+            return None
+        return self.model.scale_rewards(fragment.env_rewards, fragment.statistics.get("reward"))
 
     def state_dict(self) -> dict[str, Any]:
         return {

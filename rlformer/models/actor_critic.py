@@ -275,12 +275,13 @@ class ActorCritic(nn.Module):
         for name, moments in batch.items():
             normalizers[name].merge(moments)
 
-    def scale_rewards(self, rewards: np.ndarray) -> np.ndarray:
-        """Rewards divided by the running return std and clipped (as is without the option)."""
+    def scale_rewards(self, rewards: np.ndarray, unmerged: Moments | None = None) -> np.ndarray:
+        """Rewards divided by the running return std and clipped (as is without the option);
+        ``unmerged``: return moments to count in first (see :meth:`RunningMeanStd.scale`)."""
         rewards = np.asarray(rewards, dtype=np.float32)
         if self.reward_norm is None:
             return rewards
-        scaled = rewards.astype(np.float64) * self.reward_norm.scale()
+        scaled = rewards.astype(np.float64) * self.reward_norm.scale(unmerged)
         return np.clip(scaled, -self.reward_clip, self.reward_clip).astype(np.float32)
 
     def spec(self) -> dict[str, Any]:

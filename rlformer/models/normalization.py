@@ -75,6 +75,15 @@ class RunningMeanStd(nn.Module):
         std = torch.sqrt(self.var() + EPSILON).to(torch.float32)
         return ((x - mean) / std).clamp(-clip, clip)
 
-    def scale(self) -> float:
-        """``1 / sqrt(var + eps)``: what rewards are multiplied by (return-based scaling)."""
-        return float(1.0 / torch.sqrt(self.var() + EPSILON))
+    def scale(self, unmerged: Moments | None = None) -> float:
+        """``1 / sqrt(var + eps)``: what rewards are multiplied by (return-based scaling).
+
+        ``unmerged``: moments of a batch not folded in yet, counted as if they were (the learner's
+        scale for a fragment whose statistics merge only after the update).
+        """
+        if unmerged is None:
+            return float(1.0 / torch.sqrt(self.var() + EPSILON))
+        current = (float(self.count), self.mean.cpu().numpy(), self.m2.cpu().numpy())
+        count, _, m2 = merge_moments(current, unmerged)
+        variance = float(m2) / count if count > 0 else 1.0
+        return float(1.0 / np.sqrt(variance + EPSILON))

@@ -16,8 +16,10 @@ can recompute the memory the fragment starts from with gradient (see ``learners/
 
 ``obs`` is one array for flat observation spaces and a dict from leaf path to array for Dict /
 Tuple spaces (see :mod:`rlformer.models.spaces`); images stay uint8. ``rewards`` are what the
-learner trains on (scaled when ``model.normalize_reward`` is on). ``statistics`` holds the
-moments of what the workers saw, merged in worker order, for the running normalisation.
+model was fed as previous rewards (scaled when ``model.normalize_reward`` is on, with the
+statistics the worker had); ``env_rewards`` are the env's own, which the learner scales afresh
+for the returns. ``statistics`` holds the moments of what the workers saw, merged in worker
+order, for the running normalisation.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ class Fragment:
     actions: np.ndarray  # [F, E] or [F, E, A]
     log_probs: np.ndarray  # [F, E] float32
     values: np.ndarray  # [F, E] float32
-    rewards: np.ndarray  # [F, E] float32
+    rewards: np.ndarray  # [F, E] float32, as the model saw them
+    env_rewards: np.ndarray  # [F, E] float32, unscaled
     terminated: np.ndarray  # [F, E] bool
     truncated: np.ndarray  # [F, E] bool
     episode_start: np.ndarray  # [F, E] bool
@@ -110,6 +113,7 @@ class Fragment:
             "log_probs",
             "values",
             "rewards",
+            "env_rewards",
             "terminated",
             "truncated",
             "episode_start",

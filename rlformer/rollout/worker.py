@@ -144,6 +144,7 @@ class RolloutWorker(WorkerProcess):
         log_probs = np.zeros((length, num_envs), dtype=np.float32)
         values = np.zeros((length, num_envs), dtype=np.float32)
         rewards = np.zeros((length, num_envs), dtype=np.float32)
+        env_rewards = np.zeros((length, num_envs), dtype=np.float32)
         terminated = np.zeros((length, num_envs), dtype=bool)
         truncated = np.zeros((length, num_envs), dtype=bool)
         episode_start = np.zeros((length, num_envs), dtype=bool)
@@ -169,6 +170,7 @@ class RolloutWorker(WorkerProcess):
             self._check_finite(next_obs, reward, self.running_length + 1)
             terminated[t], truncated[t] = term, trunc
             rewards[t] = self.model.scale_rewards(reward)
+            env_rewards[t] = reward
             self.reward_return = self.reward_return * self.reward_gamma + reward
             discounted[t] = self.reward_return
             state_after = out.state.with_reward(rewards[t])
@@ -209,6 +211,7 @@ class RolloutWorker(WorkerProcess):
             log_probs=log_probs,
             values=values,
             rewards=rewards,
+            env_rewards=env_rewards,
             terminated=terminated,
             truncated=truncated,
             episode_start=episode_start,
