@@ -2,10 +2,12 @@
 
 Every agent gets the same env-step budget on the same env (same imports and wrappers); each
 (task, agent, seed) trains in this process, one after another, then plays ``--episodes``
-deterministic episodes. Results are appended to ``--out`` (JSONL) as they finish, so a killed
-run continues where it stopped. At the end (or with ``--report-only``) it prints per task and
-agent: final score mean and IQM with bootstrap 95% CIs over seeds, env steps/s including
-updates and the throughput ratio to RecurrentPPO, and draws one learning-curve PNG per task.
+episodes, every agent with greedy actions unless the task's config evaluates sampled ones
+(``eval.deterministic: false``, as the MiniGrid and LunarLander presets do). Results are
+appended to ``--out`` (JSONL) as they finish, so a killed run continues where it stopped. At
+the end (or with ``--report-only``) it prints per task and agent: final score mean and IQM with
+bootstrap 95% CIs over seeds, env steps/s including updates and the throughput ratio to
+RecurrentPPO, and draws one learning-curve PNG per task.
 
     .venv/bin/python scripts/bench/memory_suite.py --tasks cartpole-novel --seeds 3
     .venv/bin/python scripts/bench/memory_suite.py --quick                   # smoke run
@@ -176,7 +178,7 @@ class Result:
     seed: int
     env_steps: int
     seconds: float
-    score: float  # mean return of the final deterministic evaluation
+    score: float  # mean return of the final evaluation (greedy unless the config samples)
     success_rate: float | None
     curve: list[tuple[int, float]]  # (env steps, mean return of recent episodes)
     # The code it ran on (commit, "-dirty" with uncommitted changes): the same seed trains
@@ -340,7 +342,7 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
     model.learn(total_timesteps=steps, callback=Curve())
     seconds = time.perf_counter() - started
     probe = env_from_config(cfg.env)  # the unflattened space the evaluation envs return
-    source = SB3EvalSource(model, venv, probe.observation_space)
+    source = SB3EvalSource(model, venv, probe.observation_space, cfg.eval.deterministic)
     probe.close()
     results = run_source_episodes(
         source, cfg.env, episodes, cfg.eval.num_envs, seed + EVAL_SEED_OFFSET
@@ -350,7 +352,8 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
 
 
 class SB3EvalSource:
-    """An SB3 model playing rlformer's evaluation episodes, deterministically.
+    """An SB3 model playing rlformer's evaluation episodes, greedily or sampling as the config's
+    ``eval.deterministic`` says (the rlformer agents follow it too).
 
     Every agent is scored on the same episodes (same seeds, hence the same decks, boards and
     start states): on HigherLower the deck alone moves the best memoryless score by 0.015, as
@@ -358,10 +361,11 @@ class SB3EvalSource:
     flattened, then ``VecNormalize``'s frozen statistics.
     """
 
-    def __init__(self, model: Any, venv: Any, space: Any) -> None:
+    def __init__(self, model: Any, venv: Any, space: Any, deterministic: bool) -> None:
         from stable_baselines3.common.vec_env import VecNormalize
 
         self.model, self.space, self.state = model, space, None
+        self.deterministic = deterministic
         self.normalize = venv if isinstance(venv, VecNormalize) else None
 
     def act(self, obs: Any, episode_start: np.ndarray) -> np.ndarray:
@@ -377,7 +381,7 @@ class SB3EvalSource:
         if self.normalize is not None:
             obs = self.normalize.normalize_obs(obs)
         action, self.state = self.model.predict(
-            obs, state=self.state, episode_start=episode_start, deterministic=True
+            obs, state=self.state, episode_start=episode_start, deterministic=self.deterministic
         )
         return np.asarray(action)
 

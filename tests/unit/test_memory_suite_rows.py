@@ -26,3 +26,23 @@ def test_new_rows_record_the_checkout_and_old_rows_read_as_unknown(tmp_path: Pat
     before, after = memory_suite._done(out)
     assert before.commit is None and before.overrides == []
     assert after.commit == fresh.commit and after.score == 0.5
+
+
+def test_sb3_agents_are_scored_greedily_or_sampling_as_the_config_says() -> None:
+    import gymnasium as gym
+    import numpy as np
+    from stable_baselines3 import PPO
+
+    env = gym.make("CartPole-v1")
+    model = PPO("MlpPolicy", env, seed=0, device="cpu")
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(256, 4)).astype(np.float32)
+    starts = np.ones(256, dtype=bool)
+    greedy_source = memory_suite.SB3EvalSource(model, env, env.observation_space, True)
+    sampling_source = memory_suite.SB3EvalSource(model, env, env.observation_space, False)
+    greedy, _ = model.predict(obs, deterministic=True)
+    np.testing.assert_array_equal(greedy_source.act(obs, starts), greedy)
+    # An untrained policy is near uniform: sampling departs from the greedy action about half
+    # the time over 256 states.
+    assert (sampling_source.act(obs, starts) != greedy).sum() > 64
+    env.close()
