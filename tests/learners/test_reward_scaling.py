@@ -10,16 +10,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rlformer.config import load_config
+from rlformer.config import TrainConfig, load_config
 from rlformer.learners.ppo import PPOLearner, make_sequence_batch
 from rlformer.learners.returns import compute_gae
 from rlformer.rollout.collector import LocalCollector
+from rlformer.rollout.fragment import Fragment
 from rlformer.training import build_model
 
 GAMMA_OF_THE_SCALE = 0.99
 
 
-def _config():
+def _config() -> TrainConfig:
     return load_config(
         None,
         [
@@ -39,6 +40,24 @@ def _config():
     )
 
 
+def _learner_and_fragments(cfg: TrainConfig, count: int) -> tuple[PPOLearner, list[Fragment]]:
+    """A learner and ``count`` fragments collected in turn, each one's statistics merged before
+    the next is collected (as training merges them after each update), the last one's not."""
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    learner = PPOLearner(model, cfg.ppo, torch.device("cpu"), total_iterations=count)
+    collector = LocalCollector(cfg)
+    fragments: list[Fragment] = []
+    try:
+        for version in range(count):
+            if fragments:
+                model.merge_statistics(fragments[-1].statistics)
+            fragments.append(collector.collect(model.state_dict(), version))
+    finally:
+        collector.close()
+    return learner, fragments
+
+
 def _discounted_returns(rewards: np.ndarray, done: np.ndarray, gamma: float) -> np.ndarray:
     """What the worker tracks per slot: the running discounted return, reset after an episode."""
     running = np.zeros(rewards.shape[1])
@@ -51,15 +70,8 @@ def _discounted_returns(rewards: np.ndarray, done: np.ndarray, gamma: float) -> 
 
 
 def test_first_fragment_returns_use_its_own_statistics_not_raw_rewards() -> None:
-    torch.manual_seed(0)
     cfg = _config()
-    model = build_model(cfg)
-    learner = PPOLearner(model, cfg.ppo, torch.device("cpu"), total_iterations=2)
-    collector = LocalCollector(cfg)
-    try:
-        fragment = collector.collect(model.state_dict(), 0)
-    finally:
-        collector.close()
+    learner, (fragment,) = _learner_and_fragments(cfg, 1)
 
     # Nothing seen before the first fragment: the model was fed the raw rewards.
     np.testing.assert_array_equal(fragment.rewards, fragment.env_rewards)
@@ -90,17 +102,7 @@ def test_first_fragment_returns_use_its_own_statistics_not_raw_rewards() -> None
 
 
 def test_later_fragments_count_the_merged_statistics_and_their_own() -> None:
-    torch.manual_seed(0)
-    cfg = _config()
-    model = build_model(cfg)
-    learner = PPOLearner(model, cfg.ppo, torch.device("cpu"), total_iterations=3)
-    collector = LocalCollector(cfg)
-    try:
-        first = collector.collect(model.state_dict(), 0)
-        model.merge_statistics(first.statistics)
-        second = collector.collect(model.state_dict(), 1)
-    finally:
-        collector.close()
+    learner, (first, second) = _learner_and_fragments(_config(), 2)
 
     worker_scale = second.rewards / second.env_rewards
     assert np.allclose(worker_scale, worker_scale.flat[0])  # one scale, the first fragment's
@@ -120,12 +122,6 @@ def test_later_fragments_count_the_merged_statistics_and_their_own() -> None:
 
 def test_without_normalisation_returns_use_the_fragment_rewards() -> None:
     cfg = load_config(None, ["env.id=Pendulum-v1", "rollout.fragment_length=8"])
-    model = build_model(cfg)
-    learner = PPOLearner(model, cfg.ppo, torch.device("cpu"), total_iterations=1)
-    collector = LocalCollector(cfg)
-    try:
-        fragment = collector.collect(model.state_dict(), 0)
-    finally:
-        collector.close()
+    learner, (fragment,) = _learner_and_fragments(cfg, 1)
     assert learner._return_rewards(fragment) is None
     np.testing.assert_array_equal(fragment.rewards, fragment.env_rewards)
