@@ -450,7 +450,13 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="2k steps, 1 seed, 5 episodes.")
     parser.add_argument("--out", type=Path, default=Path("docs/memory_suite/results.jsonl"))
-    parser.add_argument("--plots", type=Path, default=Path("docs/memory_suite"))
+    parser.add_argument(
+        "--plots",
+        type=Path,
+        default=None,
+        help="Folder of the learning-curve PNGs (default: --out's folder, so a variant's --out "
+        "does not redraw docs/memory_suite from its own rows).",
+    )
     parser.add_argument("--root", type=Path, default=Path("runs/memory_suite"))
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument(
@@ -467,6 +473,7 @@ def main() -> None:
         args.steps, args.seeds, args.episodes = 2048, 1, 5
     torch.set_num_threads(1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    plots = args.plots or args.out.parent
     finished = _done(args.out)
     if not args.report_only:
         seen = {(r.task, r.agent, r.seed) for r in finished}
@@ -490,7 +497,7 @@ def main() -> None:
                         f"{result.steps_per_s:.0f} steps/s",
                         flush=True,
                     )
-    report([r for r in finished if r.task in args.tasks], args.plots)
+    report([r for r in finished if r.task in args.tasks], plots)
 
 
 if __name__ == "__main__":
