@@ -476,6 +476,8 @@ def format_validation_error(err: ValidationError) -> str:
             continue
         if message.startswith("Value error, "):
             message = message[len("Value error, ") :]
+        if problem["type"] in ("bool_parsing", "bool_type"):
+            message = "expected true or false"
         got = problem.get("input")
         shown = "" if isinstance(got, dict) else f"got {got!r}; "
         lines.append(f"{path}: {shown}{message}")

@@ -69,16 +69,22 @@ def new_run_dir(root: str | Path, name: str) -> Path:
     return path
 
 
-def check_run_root(root: str | Path, needed_bytes: int = MIN_FREE_BYTES) -> None:
+def check_run_root(
+    root: str | Path, needed_bytes: int = MIN_FREE_BYTES, create: bool = True
+) -> None:
     """Fail before training, not at the first checkpoint, if ``root`` cannot hold a run.
 
     Creates ``root``, writes and removes a probe file (permission bits alone do not tell: root
-    ignores them, read-only mounts do not show them), and checks the free space.
+    ignores them, read-only mounts do not show them), and checks the free space. With
+    ``create=False`` (``--dry-run``, which must leave no trace) a missing ``root`` is not made:
+    the probe goes into its nearest existing ancestor, where ``mkdir`` would create it.
     """
     root = Path(root)
+    probe_dir = root if create else next(p for p in (root, *root.parents) if p.exists())
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=root, prefix=".rlformer-probe-") as probe:
+        if create:
+            root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=probe_dir, prefix=".rlformer-probe-") as probe:
             probe.write(b"x")
             probe.flush()
     except OSError as err:
@@ -86,7 +92,7 @@ def check_run_root(root: str | Path, needed_bytes: int = MIN_FREE_BYTES) -> None
             f"run.root {root} is not writable ({err.strerror or err}); "
             "choose another folder with --set run.root=PATH"
         ) from None
-    free = shutil.disk_usage(root).free
+    free = shutil.disk_usage(probe_dir).free
     if free < needed_bytes:
         raise RunDirError(
             f"run.root {root} has only {free / 2**20:.0f} MiB free, a run needs at least "

@@ -164,7 +164,7 @@ class DT:
     @classmethod
     def dry_run(cls, cfg: TrainConfig) -> str:
         env_from_config(cfg.env).close()
-        check_run_root(cfg.run.root)
+        check_run_root(cfg.run.root, create=False)
         return f"ok: {cfg.algo} on {cfg.env.id}, dataset {cfg.dt.dataset} (not read by --dry-run)"
 
     def checkpoint_bytes(self) -> int:

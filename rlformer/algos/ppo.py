@@ -132,7 +132,9 @@ class PPO:
     @classmethod
     def dry_run(cls, cfg: TrainConfig) -> str:
         model = build_model(cfg)
-        check_run_root(cfg.run.root, max(MIN_FREE_BYTES, checkpoint_bytes_estimate(model)))
+        check_run_root(
+            cfg.run.root, max(MIN_FREE_BYTES, checkpoint_bytes_estimate(model)), create=False
+        )
         parameters = sum(p.numel() for p in model.parameters())
         return (
             f"ok: ppo on {cfg.env.id}, {cfg.model.torso} model with {parameters:,} parameters, "

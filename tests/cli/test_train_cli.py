@@ -158,6 +158,7 @@ def test_killed_run_resumes_to_identical_result(tmp_path: Path) -> None:
         (["--set", "ppo.lerning_rate=1"], "ppo.lerning_rate: unknown key"),
         (["--set", "ppo.gamma=1.5"], "ppo.gamma: got 1.5; Input should be less than or equal to 1"),
         (["--set", "env.id=CartPol-v1"], "unknown env id 'CartPol-v1'. Did you mean CartPole-v1"),
+        (["--set", "run.progress=maybe"], "run.progress: got 'maybe'; expected true or false"),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_line(
@@ -168,6 +169,21 @@ def test_bad_input_exits_2_with_one_clear_line(
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert not any(tmp_path.iterdir()), "a rejected config must not create a run directory"
+
+
+def test_dry_run_checks_without_leaving_a_trace(tmp_path: Path) -> None:
+    """--dry-run probes where run.root would go but creates nothing, and still refuses a root
+    that could not be created."""
+    root = tmp_path / "not" / "yet" / "runs"
+    result = rlformer("train", "--set", f"run.root={root}", "--dry-run", *TINY, cwd=tmp_path)
+    assert result.stdout.startswith("ok: ppo on rlformer/TMaze-v0"), result.stdout
+    assert not (tmp_path / "not").exists()
+    (tmp_path / "a_file").write_text("")
+    blocked = tmp_path / "a_file" / "runs"
+    result = rlformer(
+        "train", "--set", f"run.root={blocked}", "--dry-run", cwd=tmp_path, check=False
+    )
+    assert result.returncode == 2 and "not writable" in result.stderr, result.stderr
 
 
 def test_missing_config_and_checkpoint_errors(tmp_path: Path) -> None:
