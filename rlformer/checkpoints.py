@@ -89,13 +89,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def save_checkpoint(run_dir: Path, step: int, payload: Mapping[str, Any], keep: int = 3) -> Path:
-    """Atomically write checkpoint ``ckpt_<step>.pt``, point ``latest`` at it, prune old ones."""
+def write_checkpoint_file(path: Path, payload: Mapping[str, Any]) -> None:
+    """Atomically write one checkpoint file (tensors and plain data only, checked first)."""
     _ensure_safe(payload)
-    ckpt_dir = run_dir / "checkpoints"
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    path = ckpt_dir / f"ckpt_{step:09d}.pt"
-    fd, tmp = tempfile.mkstemp(dir=ckpt_dir, prefix=f".{path.name}.", suffix=".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         torch.save({"format": CHECKPOINT_FORMAT, **payload}, tmp)
@@ -105,6 +103,13 @@ def save_checkpoint(run_dir: Path, step: int, payload: Mapping[str, Any], keep: 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def save_checkpoint(run_dir: Path, step: int, payload: Mapping[str, Any], keep: int = 3) -> Path:
+    """Atomically write checkpoint ``ckpt_<step>.pt``, point ``latest`` at it, prune old ones."""
+    ckpt_dir = run_dir / "checkpoints"
+    path = ckpt_dir / f"ckpt_{step:09d}.pt"
+    write_checkpoint_file(path, payload)
     atomic_write_bytes(ckpt_dir / "latest", path.name.encode())
     for old in sorted(ckpt_dir.glob("ckpt_*.pt"))[:-keep]:
         old.unlink(missing_ok=True)

@@ -243,11 +243,23 @@ class PPOConfig(StrictModel):
 
 
 class EvalConfig(StrictModel):
-    """Evaluation at the end of training."""
+    """Evaluation at the end of training, and optionally during it (SB3's EvalCallback)."""
 
     episodes: int = Field(20, ge=0, description="Episodes for the final evaluation (0 skips it).")
     deterministic: bool = Field(True, description="Greedy / mean actions during evaluation.")
     num_envs: int = Field(8, ge=1, description="Vector envs used for evaluation.")
+    every: int = Field(
+        0,
+        ge=0,
+        description="Also evaluate every N iterations while training (0: only at the end); "
+        "logged as periodic_eval/*, and the best-scoring weights kept in checkpoints/best.pt.",
+    )
+    every_episodes: int = Field(
+        10,
+        ge=1,
+        description="Episodes per evaluation during training: the same seeds each time, none "
+        "shared with the final evaluation, so choosing best.pt does not tune on the final score.",
+    )
 
 
 class RunConfig(StrictModel):

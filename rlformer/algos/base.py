@@ -14,7 +14,8 @@ Life of an algorithm inside one run::
     while not algo.finished():
         metrics = algo.iterate()          # one iteration; logged at algo.log_step()
         ... algo.state() when a checkpoint is due ...
-    algo.evaluate()                       # the final evaluation
+        ... algo.evaluate(k, seed) every eval.every iterations, if set ...
+    algo.evaluate(episodes, seed)         # the final evaluation
 """
 
 from __future__ import annotations
@@ -38,12 +39,22 @@ class Progress:
     unit: str
 
 
+FINAL_EVAL_SEED_OFFSET = 1_000_000
+"""The final evaluation plays episodes seeded from ``run.seed`` + this: never a training seed,
+and the episodes the benchmarks score every other agent (SB3's too) on."""
+
+PERIODIC_EVAL_SEED_OFFSET = 2_000_000
+"""Evaluations during training use ``run.seed`` + this: other episodes than the final one's."""
+
+
 @dataclass
 class Evaluation:
-    """Final-evaluation figures (written to ``eval.json``) and the lines shown to the user."""
+    """Evaluation figures (the final ones go to ``eval.json``), the lines shown to the user, and
+    the one number that ranks two evaluations of a run (higher is better; ``best.pt``)."""
 
     metrics: dict[str, float]
     lines: list[str]
+    score: float
 
 
 class Algorithm(Protocol):
@@ -98,8 +109,9 @@ class Algorithm(Protocol):
         """Everything :meth:`restore` needs, loadable with ``torch.load(weights_only=True)``."""
         ...
 
-    def evaluate(self) -> Evaluation | None:
-        """The final evaluation (None when ``eval.episodes`` is 0)."""
+    def evaluate(self, episodes: int, seed: int) -> Evaluation:
+        """Play ``episodes`` evaluation episodes from ``seed`` with a copy of the current policy,
+        leaving the training state (weights, devices, random streams) as it was."""
         ...
 
     def close(self) -> None: ...

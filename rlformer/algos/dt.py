@@ -7,6 +7,7 @@ config, state-normalisation statistics, the return scale and the action bounds. 
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -221,9 +222,10 @@ class DT:
         }
 
     def policy(self) -> DTPolicy:
-        """The current model as a return-conditioned CPU policy."""
+        """A CPU copy of the current model as a return-conditioned policy (the learner keeps its
+        model where it is, so evaluating during training does not disturb it)."""
         return DTPolicy(
-            self.model.cpu(),
+            copy.deepcopy(self.model).cpu(),
             self.sampler.state_mean,
             self.sampler.state_std,
             self.cfg.dt.return_scale,
@@ -233,17 +235,14 @@ class DT:
             self.high,
         )
 
-    def evaluate(self) -> Evaluation | None:
+    def evaluate(self, episodes: int, seed: int) -> Evaluation:
+        """Every target of ``dt.target_returns``; the score is the first target's mean return."""
         cfg = self.cfg
-        if cfg.eval.episodes <= 0:
-            return None
         policy = self.policy()
         metrics: dict[str, float] = {}
         lines = []
         for target in cfg.dt.target_returns:
-            result = run_return_conditioned(
-                policy, cfg.env, target, cfg.eval.episodes, seed=cfg.run.seed + 1_000_000
-            )
+            result = run_return_conditioned(policy, cfg.env, target, episodes, seed=seed)
             summary = result.summary()
             metrics |= {f"target_{target:g}/{k}": v for k, v in summary.items()}
             line = (
@@ -253,7 +252,8 @@ class DT:
             if result.success_rate is not None:
                 line += f", success rate {100 * result.success_rate:.1f}%"
             lines.append(line)
-        return Evaluation(metrics, lines)
+        first = cfg.dt.target_returns[0]
+        return Evaluation(metrics, lines, metrics[f"target_{first:g}/return_mean"])
 
 
 ALGORITHM = DT

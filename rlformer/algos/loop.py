@@ -4,11 +4,13 @@ It owns what every run needs and no algorithm should repeat: an exclusive run di
 resolved config, checks of the run root before the first step, metrics (JSONL + TensorBoard),
 checkpoints written atomically every ``run.checkpoint_every`` iterations, resume from the newest
 readable checkpoint, a checkpoint on SIGINT/SIGTERM, run problems turned into one-line
-:class:`RunFailed` errors, and the final evaluation.
+:class:`RunFailed` errors, evaluations during training (``eval.every``, keeping the best weights
+in ``checkpoints/best.pt`` as SB3's EvalCallback does) and the final evaluation.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -20,8 +22,20 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from rlformer.algos.base import Algorithm, algorithm_class
-from rlformer.checkpoints import newest_readable_checkpoint, save_checkpoint
+from rlformer.algos.base import (
+    FINAL_EVAL_SEED_OFFSET,
+    PERIODIC_EVAL_SEED_OFFSET,
+    Algorithm,
+    Evaluation,
+    algorithm_class,
+)
+from rlformer.checkpoints import (
+    CheckpointError,
+    newest_readable_checkpoint,
+    read_checkpoint_file,
+    save_checkpoint,
+    write_checkpoint_file,
+)
 from rlformer.config import TrainConfig, dump_config
 from rlformer.core.device import resolve_device
 from rlformer.interrupts import Interrupted, StopRequest
@@ -32,6 +46,10 @@ from rlformer.runs import MIN_FREE_BYTES, MetricsLogger, RunLock, check_run_root
 
 RUN_FAILURES = (NonFiniteError, EnvCrash, EnvDataError, RolloutError)
 """Problems found while training that stop the run (the CLI prints them as one line)."""
+
+
+BEST_CHECKPOINT = "best.pt"
+"""In ``checkpoints/``: the weights of the best evaluation during training (``eval.every``)."""
 
 
 class RunFailed(RuntimeError):
@@ -46,6 +64,8 @@ class TrainResult:
     env_steps: int
     iterations: int
     evaluation: dict[str, float] | None
+    best_periodic_score: float | None = None
+    """The best score of the evaluations during training (``checkpoints/best.pt``), if any."""
 
 
 def log_line(message: str) -> None:
@@ -53,12 +73,16 @@ def log_line(message: str) -> None:
 
 
 def write_checkpoint(
-    run_dir: Path, step: int, payload: dict[str, Any], keep: int, label: str
+    run_dir: Path, step: int, payload: dict[str, Any], keep: int, label: str, best: bool = False
 ) -> None:
-    """:func:`save_checkpoint`, with a full disk or an I/O error turned into :class:`RunFailed`
-    (the atomic write leaves the previous checkpoints as they were)."""
+    """:func:`save_checkpoint` (or, with ``best``, ``checkpoints/best.pt``), with a full disk or
+    an I/O error turned into :class:`RunFailed` (the atomic write leaves the previous
+    checkpoints as they were)."""
     try:
-        save_checkpoint(run_dir, step, payload, keep=keep)
+        if best:
+            write_checkpoint_file(run_dir / "checkpoints" / BEST_CHECKPOINT, payload)
+        else:
+            save_checkpoint(run_dir, step, payload, keep=keep)
     except OSError as err:
         raise RunFailed(
             f"could not write the checkpoint of {label} to {run_dir} "
@@ -70,6 +94,39 @@ def checkpoint_bytes_estimate(model: torch.nn.Module) -> int:
     """Rough size of one checkpoint: weights plus Adam's two moments, plus env state slack."""
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     return 3 * weights + 2**20
+
+
+@dataclass
+class PeriodicEvaluation:
+    """``eval.every``: when to evaluate during training, and the best score so far."""
+
+    every: int
+    episodes: int
+    seed: int
+    best: float | None = None
+
+    def due(self, iteration: int, done: bool) -> bool:
+        return self.every > 0 and (iteration % self.every == 0 or done)
+
+    def run(self, algo: Algorithm) -> tuple[Evaluation, bool]:
+        """Evaluate; the result and whether it beats every earlier one."""
+        result = algo.evaluate(self.episodes, self.seed)
+        improved = self.best is None or result.score > self.best
+        if improved:
+            self.best = result.score
+        return result, improved
+
+    def restore(self, run_dir: Path, from_checkpoint: float | None) -> None:
+        """The best score of a resumed run: ``best.pt``'s own, when the run wrote one after its
+        last checkpoint (the resumed iterations replay those evaluations, so the higher holds)."""
+        scores = [from_checkpoint]
+        best_file = run_dir / "checkpoints" / BEST_CHECKPOINT
+        # An unreadable best.pt is simply replaced by the next best evaluation.
+        with contextlib.suppress(CheckpointError):
+            if best_file.exists():
+                scores.append(read_checkpoint_file(best_file).get("best_eval"))
+        known = [float(score) for score in scores if score is not None]
+        self.best = max(known) if known else None
 
 
 def build_algorithm(cfg: TrainConfig, resuming: bool = False) -> Algorithm:
@@ -131,19 +188,29 @@ def run(
                 logger = MetricsLogger(run_dir)
                 log_line(f"run directory: {run_dir}")
             run_scope.callback(logger.close)
-            _train(cfg, algo, run_dir, logger, stop, loop_scope, on_iteration)
+            periodic = PeriodicEvaluation(
+                cfg.eval.every, cfg.eval.every_episodes, cfg.run.seed + PERIODIC_EVAL_SEED_OFFSET
+            )
+            if payload is not None:
+                periodic.restore(run_dir, payload.get("best_eval"))
+            _train(cfg, algo, run_dir, logger, stop, loop_scope, on_iteration, periodic)
 
         stop.restore()  # Ctrl-C during the final evaluation just interrupts it
-        result = algo.evaluate()
+        if periodic.best is not None:
+            log_line(
+                f"best evaluation during training: {periodic.best:.2f} "
+                f"({run_dir / 'checkpoints' / BEST_CHECKPOINT})"
+            )
         evaluation = None
-        if result is not None:
+        if cfg.eval.episodes > 0:
+            result = algo.evaluate(cfg.eval.episodes, cfg.run.seed + FINAL_EVAL_SEED_OFFSET)
             evaluation = result.metrics
             logger.log(algo.log_step(), {f"eval/{k}": v for k, v in evaluation.items()})
             (run_dir / "eval.json").write_text(json.dumps(evaluation, indent=2))
             for line in result.lines:
                 log_line(line)
     env_steps = int(getattr(algo, "env_steps", algo.log_step()))
-    return TrainResult(run_dir, env_steps, algo.iteration, evaluation)
+    return TrainResult(run_dir, env_steps, algo.iteration, evaluation, periodic.best)
 
 
 def _train(
@@ -154,10 +221,12 @@ def _train(
     stop: StopRequest,
     scope: ExitStack,
     on_iteration: Callable[[int, dict[str, float]], None] | None,
+    periodic: PeriodicEvaluation,
 ) -> None:
-    """Iterate until the algorithm is finished, checkpointing on schedule and on a signal."""
+    """Iterate until the algorithm is finished, evaluating and checkpointing on schedule and
+    checkpointing on a signal."""
 
-    def checkpoint() -> None:
+    def checkpoint(best: bool = False) -> None:
         try:
             state = algo.state()
         except RUN_FAILURES as err:  # e.g. workers lost past the restart budget
@@ -168,10 +237,12 @@ def _train(
             "config": cfg.model_dump(mode="json"),
             "torch_rng": torch.get_rng_state(),
             "iteration": algo.iteration,
+            "best_eval": periodic.best,
             **state,
         }
-        label = f"iteration {algo.iteration}"
-        write_checkpoint(run_dir, algo.log_step(), payload, cfg.run.keep_checkpoints, label)
+        label = f"iteration {algo.iteration}" + (" (best evaluation)" if best else "")
+        keep = cfg.run.keep_checkpoints
+        write_checkpoint(run_dir, algo.log_step(), payload, keep, label, best=best)
 
     interactive = cfg.run.progress and sys.stderr.isatty()
     start = algo.progress()
@@ -185,13 +256,18 @@ def _train(
             raise RunFailed(
                 f"{err}; {run_dir} keeps its checkpoints up to the last good one"
             ) from None
+        done = algo.finished()
+        if periodic.due(algo.iteration, done) and not stop.requested:
+            evaluation, improved = periodic.run(algo)
+            metrics |= {f"periodic_eval/{k}": v for k, v in evaluation.metrics.items()}
+            if improved:
+                checkpoint(best=True)
         logger.log(algo.log_step(), metrics)
         summary = algo.summary(metrics)
         progress = algo.progress()
         bar.total, bar.unit = progress.total, progress.unit
         bar.update(progress.done - bar.n)
         bar.set_postfix_str(summary)
-        done = algo.finished()
         if algo.iteration % cfg.run.checkpoint_every == 0 or done or stop.requested:
             checkpoint()
         decile = 10 * progress.done // max(progress.total, 1)

@@ -9,6 +9,7 @@ memory and action RNG, taken at an iteration boundary.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from pathlib import Path
@@ -92,11 +93,6 @@ def format_evaluation(results: EpisodeResults) -> str:
     if results.success_rate is not None:
         line += f", success rate {100 * results.success_rate:.1f}%"
     return line
-
-
-# The final evaluation's episodes start from seeds run.seed + this: disjoint from training's,
-# and the same for every agent a benchmark scores against rlformer's.
-EVAL_SEED_OFFSET = 1_000_000
 
 
 class PPO:
@@ -223,19 +219,18 @@ class PPO:
             },
         }
 
-    def evaluate(self) -> Evaluation | None:
+    def evaluate(self, episodes: int, seed: int) -> Evaluation:
         cfg = self.cfg
-        if cfg.eval.episodes <= 0:
-            return None
         results = run_episodes(
-            self.model.cpu(),
+            copy.deepcopy(self.model).cpu(),  # the learner keeps its model, device and mode
             cfg.env,
-            cfg.eval.episodes,
+            episodes,
             cfg.eval.num_envs,
             deterministic=cfg.eval.deterministic,
-            seed=cfg.run.seed + EVAL_SEED_OFFSET,
+            seed=seed,
         )
-        return Evaluation(results.summary(), [format_evaluation(results)])
+        summary = results.summary()
+        return Evaluation(summary, [format_evaluation(results)], summary["return_mean"])
 
     def close(self) -> None:
         if self.collector is not None:

@@ -7,7 +7,7 @@ memory.
     .venv/bin/python scripts/bench/higher_lower_bounds.py --episodes 2000
 
 ``--eval-seeds 0 1 2`` also plays the memoryless rule on exactly the episodes the memory suite
-scores every agent on (training seed + ``EVAL_SEED_OFFSET``, the config's evaluation envs):
+scores every agent on (training seed + ``FINAL_EVAL_SEED_OFFSET``, the config's evaluation envs):
 the deck alone moves a 100-episode score by about 0.015, so a paired yardstick is the fair one.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from popgym.envs.higher_lower import HigherLowerEasy
 
-from rlformer.algos.ppo import EVAL_SEED_OFFSET
+from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.config import load_config
 from rlformer.evaluation.runner import run_source_episodes
 
@@ -63,7 +63,7 @@ class RankRule:
 def rule_on_suite_episodes(training_seed: int, episodes: int) -> float:
     """Mean return of the rule on the memory suite's evaluation episodes of one training seed."""
     cfg = load_config(CONFIG, [])
-    seed = training_seed + EVAL_SEED_OFFSET
+    seed = training_seed + FINAL_EVAL_SEED_OFFSET
     results = run_source_episodes(RankRule(), cfg.env, episodes, cfg.eval.num_envs, seed)
     return float(np.mean(results.returns))
 

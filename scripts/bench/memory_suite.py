@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlformer.algos.ppo import EVAL_SEED_OFFSET
+from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.config import TrainConfig, load_config
 from rlformer.evaluation.runner import run_source_episodes
 from rlformer.evaluation.statistics import summarize_scores
@@ -345,7 +345,7 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
     source = SB3EvalSource(model, venv, probe.observation_space, cfg.eval.deterministic)
     probe.close()
     results = run_source_episodes(
-        source, cfg.env, episodes, cfg.eval.num_envs, seed + EVAL_SEED_OFFSET
+        source, cfg.env, episodes, cfg.eval.num_envs, seed + FINAL_EVAL_SEED_OFFSET
     )
     score = float(np.mean(results.returns))
     return Result(name, agent, seed, model.num_timesteps, seconds, score, None, curve)

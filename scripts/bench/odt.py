@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.algos.loop import build_algorithm
 from rlformer.checkpoints import newest_readable_checkpoint
 from rlformer.config import TrainConfig, load_config
@@ -185,8 +186,9 @@ def run_seed(
         started = time.perf_counter()
         while time.perf_counter() - started < odt_seconds:
             algo.iterate()
-        evaluation = algo.evaluate()
-        assert evaluation is not None
+        evaluation = algo.evaluate(
+            more_cfg.eval.episodes, more_cfg.run.seed + FINAL_EVAL_SEED_OFFSET
+        )
         record(
             _row(
                 args.task,
