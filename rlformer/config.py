@@ -251,8 +251,10 @@ class EvalConfig(StrictModel):
     every: int = Field(
         0,
         ge=0,
-        description="Also evaluate every N iterations while training (0: only at the end); "
-        "logged as periodic_eval/*, and the best-scoring weights kept in checkpoints/best.pt.",
+        description="Also evaluate every N iterations while training (0: only at the end; an "
+        "iteration is one PPO rollout and update, dt.log_every DT gradient steps or one ODT "
+        "collection); logged as periodic_eval/*, the best weights kept in checkpoints/best.pt "
+        "(DT: by the first target's return).",
     )
     every_episodes: int = Field(
         10,
