@@ -247,6 +247,7 @@ def run_rlformer(
         root,
         f"model.torso={torso}",
         f"eval.episodes={episodes}",
+        "eval.every=0",  # the clock times training alone; the final weights are scored
         *overrides,
     )
     loop = TrainingLoopClock()
