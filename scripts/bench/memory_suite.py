@@ -318,6 +318,8 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
         "gamma": cfg.ppo.gamma,
         "gae_lambda": cfg.ppo.gae_lambda,
         "ent_coef": cfg.ppo.ent_coef,
+        # The zoo's entries keep SB3's default (normalised advantages); otherwise the config's.
+        "normalize_advantage": cfg.ppo.norm_adv if not zoo else True,
         **zoo,
     }
     venv = _sb3_env(cfg, n_envs, seed, normalize_obs, normalize_reward)
