@@ -82,13 +82,13 @@ _MINIGRID: dict[str, Any] = {
 # rollout shape and discounting for CartPoleNoVel (8 envs x 32 steps, gamma 0.98, GAE 0.8, no
 # entropy bonus, normalised observations) with 10 epochs and lr 5e-4, memory 32; like SB3, no
 # value clipping and no reward normalisation: with both, 5 seeds averaged 324 against 467 over 4
-# without (100k steps). 10 seeds: 458.7, IQM 499.6 (docs/BENCHMARKS.md, Memory suite); 20
-# seeds: 435.5, every seed reaching 500 by 20-92k steps and then oscillating. The oscillation was
-# per-minibatch advantage normalisation: a minibatch here is 2 sequences of 32 steps, and once
-# the policy is solved its advantages are mostly noise that normalising scales up to unit size.
-# Without it (norm_adv false) seeds 10-19 score 497.4 instead of 411.8. The preset also
-# evaluates every 40 iterations (10k steps) on 10 episodes and keeps the best weights in
-# checkpoints/best.pt (with normalisation those scored 499.7 over the 20 seeds).
+# without (100k steps). Unlike SB3, no per-minibatch advantage normalisation: a minibatch here
+# is 2 sequences of 32 steps, and once the policy is solved its advantages are mostly noise that
+# normalising scales up to full-size updates. With it, 20 seeds scored 435.5, every one reaching
+# 500 and then oscillating; without it, seeds 10-19 score 497.4 and seeds 0-9 (not used to
+# choose it) 477.7: 487.5 over 20 (target 475). The preset also evaluates every 40 iterations
+# (10k steps) on 10 episodes and keeps the best weights in checkpoints/best.pt (with
+# normalisation those scored 499.7 over the 20 seeds).
 _CARTPOLE_NOVEL: dict[str, Any] = {
     "rollout": {"envs_per_worker": 8, "fragment_length": 32},
     "model": {
