@@ -257,7 +257,9 @@ def _train(
                 f"{err}; {run_dir} keeps its checkpoints up to the last good one"
             ) from None
         done = algo.finished()
-        if periodic.due(algo.iteration, done) and not stop.requested:
+        # Also when a signal asked to stop: a resumed run must log what an uninterrupted one
+        # logs (a second signal still stops at once).
+        if periodic.due(algo.iteration, done):
             evaluation, improved = periodic.run(algo)
             metrics |= {f"periodic_eval/{k}": v for k, v in evaluation.metrics.items()}
             if improved:

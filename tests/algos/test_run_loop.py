@@ -162,18 +162,20 @@ def test_evaluations_during_training_keep_the_best_weights_across_a_resume(
     assert straight.best_periodic_score == 5.0
     assert load_checkpoint(straight.run_dir)["best_eval"] == 5.0  # carried into checkpoints
 
-    Counter.signal_at = 5
-    stopped_cfg = cfg.model_copy(
-        update={"run": cfg.run.model_copy(update={"root": str(tmp_path / "b")})}
-    )
-    with pytest.raises(Interrupted) as stopped:
-        run(stopped_cfg)
-    Counter.signal_at = None
-    resumed = run(stopped_cfg, resume_dir=stopped.value.run_dir)
-    assert read_metrics(resumed.run_dir) == rows
-    best = read_checkpoint_file(resumed.run_dir / "checkpoints" / "best.pt")
-    assert best["iteration"] == 4 and best["best_eval"] == 5.0
-    assert resumed.best_periodic_score == 5.0
+    # Stopped between evaluations (5) and on an iteration whose evaluation is due (6): the
+    # resumed run's metrics, best.pt and best score equal the uninterrupted run's.
+    for stop_at in (5, 6):
+        Counter.signal_at = stop_at
+        root = str(tmp_path / f"stopped_at_{stop_at}")
+        stopped_cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"root": root})})
+        with pytest.raises(Interrupted) as stopped:
+            run(stopped_cfg)
+        Counter.signal_at = None
+        resumed = run(stopped_cfg, resume_dir=stopped.value.run_dir)
+        assert read_metrics(resumed.run_dir) == rows, stop_at
+        best = read_checkpoint_file(resumed.run_dir / "checkpoints" / "best.pt")
+        assert best["iteration"] == 4 and best["best_eval"] == 5.0
+        assert resumed.best_periodic_score == 5.0
 
 
 def test_a_resumed_run_takes_the_best_score_of_best_pt_when_it_is_newer(tmp_path: Path) -> None:
