@@ -226,7 +226,8 @@ def _train(
     """Iterate until the algorithm is finished, evaluating and checkpointing on schedule and
     checkpointing on a signal."""
 
-    def checkpoint(best: bool = False) -> None:
+    def checkpoint(regular: bool, best: bool) -> None:
+        """One payload (workers' state gathered once) for the regular checkpoint and best.pt."""
         try:
             state = algo.state()
         except RUN_FAILURES as err:  # e.g. workers lost past the restart budget
@@ -240,9 +241,11 @@ def _train(
             "best_eval": periodic.best,
             **state,
         }
-        label = f"iteration {algo.iteration}" + (" (best evaluation)" if best else "")
-        keep = cfg.run.keep_checkpoints
-        write_checkpoint(run_dir, algo.log_step(), payload, keep, label, best=best)
+        label, keep = f"iteration {algo.iteration}", cfg.run.keep_checkpoints
+        if best:
+            write_checkpoint(run_dir, algo.log_step(), payload, keep, f"{label} (best)", best=True)
+        if regular:
+            write_checkpoint(run_dir, algo.log_step(), payload, keep, label)
 
     interactive = cfg.run.progress and sys.stderr.isatty()
     start = algo.progress()
@@ -259,19 +262,19 @@ def _train(
         done = algo.finished()
         # Also when a signal asked to stop: a resumed run must log what an uninterrupted one
         # logs (a second signal still stops at once).
+        improved = False
         if periodic.due(algo.iteration, done):
             evaluation, improved = periodic.run(algo)
             metrics |= {f"periodic_eval/{k}": v for k, v in evaluation.metrics.items()}
-            if improved:
-                checkpoint(best=True)
         logger.log(algo.log_step(), metrics)
         summary = algo.summary(metrics)
         progress = algo.progress()
         bar.total, bar.unit = progress.total, progress.unit
         bar.update(progress.done - bar.n)
         bar.set_postfix_str(summary)
-        if algo.iteration % cfg.run.checkpoint_every == 0 or done or stop.requested:
-            checkpoint()
+        regular = algo.iteration % cfg.run.checkpoint_every == 0 or done or stop.requested
+        if regular or improved:
+            checkpoint(regular, improved)
         decile = 10 * progress.done // max(progress.total, 1)
         if not interactive and cfg.run.progress and (done or decile > last_decile):
             log_line(f"{progress.unit} {progress.done}/{progress.total} {summary}")
