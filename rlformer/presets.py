@@ -61,6 +61,10 @@ _POPGYM: dict[str, Any] = {
 # copied into every view of MiniGrid-MemoryS11 (no memory needed), a CNN or a flat vector of the
 # codes stayed at chance for 300k steps, the one-hot view scored 0.99; on DoorKey-5x5 (200k
 # steps) it scored 0.96 on each of seeds 0-2, the CNN 0.89, 0.04 and 0.32 (docs/BENCHMARKS.md).
+# Normalised observations make rare bits loud: a bit set with frequency p becomes
+# sqrt((1 - p) / p) where the walls seen at every step fade to near 0. Unnormalised, the cue's
+# two bits were 2 of about 150 set in its view, and with the cue in view at the first step only
+# the agent stayed at chance for 1M steps; normalised, it solved that probe by 200k.
 _MINIGRID: dict[str, Any] = {
     "env": {
         "imports": ["minigrid"],
@@ -70,7 +74,11 @@ _MINIGRID: dict[str, Any] = {
         ],
     },
     "rollout": {"envs_per_worker": 16, "fragment_length": 128},
-    "model": {"core": {**_ONE_LAYER_CORE, "memory_length": 128}, "recurrent_hidden": 64},
+    "model": {
+        "core": {**_ONE_LAYER_CORE, "memory_length": 128},
+        "recurrent_hidden": 64,
+        "normalize_obs": True,
+    },
     "ppo": {"learning_rate": 0.0003, "update_epochs": 4, "num_minibatches": 4, "ent_coef": 0.01},
     # Sampled actions, as rl-starter-files evaluates by default. With the earlier CNN encoder the
     # greedy DoorKey-5x5 policy timed out in most episodes (0.11, sampled: 0.89); with the
