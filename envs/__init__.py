@@ -18,6 +18,7 @@ from rlformer_envs.tmaze import TMazeEnv
 from rlformer_envs.wrappers import (
     HideObservationEntries,
     KeepActions,
+    SuccessFromReward,
     cartpole_no_velocity,
     lunar_lander_no_velocity,
     pendulum_no_velocity,
@@ -27,6 +28,7 @@ __all__ = [
     "HideObservationEntries",
     "KeepActions",
     "RepeatPreviousEnv",
+    "SuccessFromReward",
     "TMazeEnv",
     "cartpole_no_velocity",
     "lunar_lander_no_velocity",

@@ -8,6 +8,7 @@ which makes these cheap memory benchmarks where the fully observed task is alrea
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -79,6 +80,23 @@ class KeepActions(gym.ActionWrapper):
 
     def action(self, action: int) -> int:
         return self.keep[int(action)]
+
+
+class SuccessFromReward(gym.Wrapper):
+    """Report ``info["is_success"]`` when an episode ends: it terminated with a positive reward.
+
+    MiniGrid tasks reward only reaching the goal (``1 - 0.9 * steps / max_steps``) and give 0 for
+    failing (the wrong object, lava, time-out), so a return's size mixes success with speed; a
+    success rate is what MiniGrid results are reported in. Evaluation reads ``is_success``
+    (``success_rate``), as it does for envs that report it themselves. A truncated episode is a
+    failure. Observations, actions and rewards pass through unchanged.
+    """
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if terminated or truncated:
+            info = {**info, "is_success": bool(terminated and float(reward) > 0)}
+        return obs, reward, terminated, truncated, info
 
 
 CARTPOLE_POSITIONS = (0, 2)  # cart position, pole angle (velocities 1 and 3 hidden)

@@ -11,6 +11,7 @@ from gymnasium.utils.env_checker import check_env
 from rlformer_envs.wrappers import (
     HideObservationEntries,
     KeepActions,
+    SuccessFromReward,
     cartpole_no_velocity,
     pendulum_no_velocity,
 )
@@ -113,3 +114,38 @@ def test_keep_actions_rejects_bad_lists(keep: list[int], message: str) -> None:
 def test_keep_actions_needs_discrete_actions() -> None:
     with pytest.raises(TypeError, match="Discrete"):
         KeepActions(gym.make("Pendulum-v1"), keep=[0])
+
+
+def _walk_to_the_end_and_turn(env: gym.Env, towards_success: bool) -> list[dict]:
+    """Drive MiniGrid-MemoryS11 to the hallway's end, turn to one object's side and step in;
+    the infos of every step."""
+    memory = env.unwrapped
+    middle = memory.height // 2
+    infos = []
+    while memory.agent_pos[0] < memory.width - 2:  # the vertical hallway's column
+        infos.append(env.step(2)[4])  # forward (the agent starts facing east)
+    target = memory.success_pos if towards_success else memory.failure_pos
+    infos.append(env.step(0 if target[1] < middle else 1)[4])  # turn left (north) or right
+    infos.append(env.step(2)[4])
+    return infos
+
+
+@pytest.mark.parametrize("towards_success", [True, False])
+def test_success_from_reward_reports_minigrid_outcomes_at_the_end_only(
+    towards_success: bool,
+) -> None:
+    pytest.importorskip("minigrid")
+    env = SuccessFromReward(gym.make("MiniGrid-MemoryS11-v0"))
+    env.reset(seed=3)
+    infos = _walk_to_the_end_and_turn(env, towards_success)
+    assert all("is_success" not in info for info in infos[:-1])
+    assert infos[-1]["is_success"] is towards_success
+
+
+def test_success_from_reward_counts_a_time_out_as_a_failure() -> None:
+    pytest.importorskip("minigrid")
+    env = SuccessFromReward(gym.make("MiniGrid-MemoryS11-v0", max_steps=3))
+    env.reset(seed=3)
+    outcomes = [env.step(0) for _ in range(3)]  # turning in place until time runs out
+    assert [o[3] for o in outcomes] == [False, False, True]
+    assert outcomes[-1][4]["is_success"] is False

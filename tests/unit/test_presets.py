@@ -47,6 +47,7 @@ def test_config_keys_merge_into_the_preset_and_win(tmp_path: Path) -> None:
     assert cfg.model.core.d_model == 64 and cfg.model.core.gate_bias == 0.0  # the preset's
     assert cfg.model.recurrent_hidden == 32  # the config's, over the preset's 64
     assert [w.cls for w in cfg.env.wrappers] == [
+        "rlformer_envs:SuccessFromReward",
         "minigrid.wrappers:OneHotPartialObsWrapper",
         "minigrid.wrappers:ImgObsWrapper",
     ]
