@@ -351,7 +351,9 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
         source, cfg.env, episodes, cfg.eval.num_envs, seed + FINAL_EVAL_SEED_OFFSET
     )
     score = float(np.mean(results.returns))
-    return Result(name, agent, seed, model.num_timesteps, seconds, score, None, curve)
+    return Result(
+        name, agent, seed, model.num_timesteps, seconds, score, results.success_rate, curve
+    )
 
 
 class SB3EvalSource:
@@ -404,7 +406,7 @@ def report(results: list[Result], plots: Path | None) -> None:
         print(f"\n{name}")
         print(
             f"  {'agent':14s} {'seeds':>5s} {'mean [95% CI]':>26s} {'IQM [95% CI]':>26s} "
-            f"{'steps/s':>8s} {'vs RPPO':>7s}"
+            f"{'success':>7s} {'steps/s':>8s} {'vs RPPO':>7s}"
         )
         for agent in AGENTS:
             mine = [r for r in rows if r.agent == agent]
@@ -413,10 +415,14 @@ def report(results: list[Result], plots: Path | None) -> None:
             s = summarize_scores([r.score for r in mine], seed=0)
             speed = float(np.mean([r.steps_per_s for r in mine]))
             ratio = f"{speed / np.mean(reference):6.2f}x" if reference else "      -"
+            # Where the env reports is_success (MiniGrid through its preset's wrapper).
+            rates = [r.success_rate for r in mine]
+            success = "-" if None in rates else f"{100 * np.mean(rates):.1f}%"
             print(
                 f"  {agent:14s} {len(mine):5d} "
                 f"{s.mean:8.3f} [{s.mean_ci[0]:7.3f}, {s.mean_ci[1]:7.3f}] "
-                f"{s.iqm:8.3f} [{s.iqm_ci[0]:7.3f}, {s.iqm_ci[1]:7.3f}] {speed:8.0f} {ratio}"
+                f"{s.iqm:8.3f} [{s.iqm_ci[0]:7.3f}, {s.iqm_ci[1]:7.3f}] {success:>7s} "
+                f"{speed:8.0f} {ratio}"
             )
         if plots is not None:
             _plot(name, rows, plots / f"{name}.png")

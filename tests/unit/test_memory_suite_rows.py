@@ -8,6 +8,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 import memory_suite  # noqa: E402
@@ -46,3 +48,17 @@ def test_sb3_agents_are_scored_greedily_or_sampling_as_the_config_says() -> None
     # the time over 256 states.
     assert (sampling_source.act(obs, starts) != greedy).sum() > 64
     env.close()
+
+
+def test_report_shows_the_success_rate_only_where_every_seed_has_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rows = [
+        memory_suite.Result("grid", "gtrxl", 0, 10, 1.0, 0.98, 1.0, [(10, 0.9)]),
+        memory_suite.Result("grid", "gtrxl", 1, 10, 1.0, 0.49, 0.5, [(10, 0.5)]),
+        memory_suite.Result("grid", "gru", 0, 10, 1.0, 0.49, None, [(10, 0.5)]),
+    ]
+    memory_suite.report(rows, plots=None)
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line}
+    assert "75.0%" in lines["gtrxl"]
+    assert "%" not in lines["gru"]
