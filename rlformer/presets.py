@@ -65,7 +65,8 @@ _POPGYM: dict[str, Any] = {
 # sqrt((1 - p) / p) where the walls seen at every step fade to near 0. Unnormalised, the cue's
 # two bits were 2 of about 150 set in its view, and with the cue in view at the first step only
 # the agent stayed at chance for 1M steps; normalised, it solved that probe by 200k, and
-# MiniGrid-MemoryS11 itself (seed 0) by 1.1M steps at lr 3e-4 and by 400k at lr 1e-3.
+# MiniGrid-MemoryS11 itself (seed 0) by 1.1M steps at lr 3e-4 and by 400k at lr 1e-3. With
+# both, seeds 0-3 succeed in 100% of episodes at 1M steps, seed 4 in 51% (DoorKey: 100% on 0-2).
 _MINIGRID: dict[str, Any] = {
     "env": {
         "imports": ["minigrid"],
