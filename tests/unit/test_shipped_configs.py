@@ -43,15 +43,16 @@ def test_eval_suite_tasks_construct(path: Path) -> None:
 @pytest.mark.parametrize("path", SUITES, ids=[p.name for p in SUITES])
 def test_eval_suite_tasks_fit_the_agent_their_env_id_trains(path: Path) -> None:
     """An agent trained from a task's env id alone (its family's preset, as `preset: auto` lays
-    it) plays that task of the suite: same observation and action spaces. The minigrid suite
-    once kept MiniGrid's raw codes after the preset moved to the one-hot view, and
-    `rlformer eval --suite` then refused every preset-trained agent."""
+    it) plays that task of the suite, as `rlformer eval --suite` builds it: same observation and
+    action spaces. The minigrid suite once kept MiniGrid's raw codes after the preset moved to
+    the one-hot view, and then refused every preset-trained agent."""
     from rlformer.evaluation.suites import load_suite
     from rlformer.rollout.env_factory import env_from_config
 
     for task in load_suite(path).tasks:
-        suite_env = env_from_config(task.env_config())
-        trained_env = env_from_config(load_config(None, [f"env.id={task.env_config().id}"]).env)
+        trained_on = load_config(None, [f"env.id={task.env}"]).env
+        suite_env = env_from_config(task.env_config(trained_on))
+        trained_env = env_from_config(trained_on)
         assert suite_env.observation_space == trained_env.observation_space, task.label
         assert suite_env.action_space == trained_env.action_space, task.label
         suite_env.close()
