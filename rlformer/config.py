@@ -138,6 +138,21 @@ class RolloutConfig(StrictModel):
         None,
         description="Ray runtime_env for the workers, e.g. {py_modules: [./mypkg]} on a cluster.",
     )
+    async_sampling: bool = Field(
+        False,
+        description="Ray backend, PPO: workers sample the next fragment with the previous "
+        "weights while the learner updates (one policy version of lag; faster where sampling "
+        "and updating each take a core).",
+    )
+
+    @model_validator(mode="after")
+    def _async_needs_ray(self) -> RolloutConfig:
+        if self.async_sampling and self.backend != "ray":
+            raise ValueError(
+                "rollout.async_sampling needs rollout.backend=ray: the workers must run in their "
+                "own processes to sample while the learner updates"
+            )
+        return self
 
 
 class ModelConfig(StrictModel):
@@ -417,6 +432,10 @@ class TrainConfig(StrictModel):
     @model_validator(mode="after")
     def _minibatches_fit(self) -> TrainConfig:
         if self.algo != "ppo":
+            if self.rollout.async_sampling:
+                raise ValueError(
+                    f"rollout.async_sampling is for algo ppo only, not {self.algo}; remove it"
+                )
             return self  # other algorithms do not split rollouts into minibatches
         if self.ppo.memory_gradient_steps > self.rollout.fragment_length:
             raise ValueError(

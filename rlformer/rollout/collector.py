@@ -15,9 +15,11 @@ Calling loop::
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import cloudpickle
 import torch
 
 from rlformer.config import TrainConfig
@@ -94,12 +96,40 @@ class LocalCollector:
         return [w.get_state() for w in self.workers]
 
     def set_state(self, states: list[dict[str, Any]]) -> None:
+        # From an asynchronous Ray run: the batch it had in flight is skipped, not replayed.
+        states, _ = split_async_states(states)
         for worker, blob in zip(self.workers, states, strict=True):
             worker.set_state(blob)
 
     def close(self) -> None:
         for worker in self.workers:
             worker.close()
+
+
+# Marks a worker state that carries its fragment of the batch in flight (asynchronous sampling).
+_ASYNC_STATE_PREFIX = b"rlformer-async-worker-state\n"
+
+
+def wrap_async_state(worker_state: bytes, fragment: Any) -> bytes:
+    """A worker's pickled state plus its fragment of the batch that was in flight when an
+    asynchronous run checkpointed: the resumed run returns that batch first, as the
+    uninterrupted run would have."""
+    return _ASYNC_STATE_PREFIX + cloudpickle.dumps((worker_state, fragment))
+
+
+def split_async_states(
+    states: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[Any] | None]:
+    """Worker states as the workers take them, and the fragments of the batch in flight when
+    the states were taken (None if they came from a synchronous run)."""
+    unwrapped, fragments = [], []
+    for state in states:
+        blob = state["state"]
+        if blob.startswith(_ASYNC_STATE_PREFIX):
+            blob, fragment = pickle.loads(blob[len(_ASYNC_STATE_PREFIX) :])
+            fragments.append(fragment)
+        unwrapped.append({**state, "state": blob})
+    return unwrapped, fragments or None
 
 
 def make_collector(cfg: TrainConfig, spec: WorkerSpec | None = None) -> Collector:

@@ -16,6 +16,14 @@ so after a failure the run is no longer bit-identical to one without. Past
 :class:`RolloutError`. Actor start-up (imports, env and model construction, waiting for cluster
 resources) is timed separately from sampling, so a short sample timeout does not punish it.
 
+Asynchronous sampling (``rollout.async_sampling``): each :meth:`RayCollector.collect` returns
+the batch the actors started at the previous call and starts the next one with the weights just
+given, so the actors sample while the learner updates, one policy version behind it. On a
+machine where one fragment costs about as long as one update this nearly halves an iteration;
+the fragments still carry the version that produced them (PPO's ratio then starts at
+pi_new / pi_behaviour, not 1). A checkpoint waits for the batch in flight and keeps it with the
+actors' states, so a resumed run continues exactly as an uninterrupted one.
+
 Ray is imported only here, so the local backend works without it.
 """
 
@@ -25,12 +33,18 @@ import math
 import os
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from rlformer.config import TrainConfig
-from rlformer.rollout.collector import WorkerSpec, ppo_worker_spec
+from rlformer.rollout.collector import (
+    WorkerSpec,
+    ppo_worker_spec,
+    split_async_states,
+    wrap_async_state,
+)
 from rlformer.rollout.env_guard import EnvCrash, EnvDataError
 
 # Start-up includes importing torch and gymnasium in a fresh process and, on a busy cluster,
@@ -92,6 +106,17 @@ def check_cluster_reachable(address: str, timeout_s: float = CLUSTER_PROBE_TIMEO
         ) from err
 
 
+@dataclass
+class _Batch:
+    """One batch being sampled: the weights and version it was started with, and per pending
+    object reference its worker index and deadline."""
+
+    weights_ref: Any
+    version: int
+    pending: dict[Any, int]
+    deadline: dict[Any, float]
+
+
 class RayCollector:
     """``rollout.num_workers`` Ray actors, each stepping ``rollout.envs_per_worker`` envs.
 
@@ -122,6 +147,10 @@ class RayCollector:
             self.spec.cls
         )
         self.restarts = 0
+        # Asynchronous sampling: the batch the actors are producing, or (after a checkpoint
+        # waited for it, or a resume restored it) its fragments, ready to be returned.
+        self._in_flight: _Batch | None = None
+        self._ready: list[Any] | None = None
         self.workers: list[Any] = [self._spawn(i) for i in range(cfg.rollout.num_workers)]
         try:
             self._wait_ready(list(range(len(self.workers))))
@@ -198,15 +227,14 @@ class RayCollector:
             except (self._ray.exceptions.RayError, TimeoutError) as err:
                 reason = f"its replacement failed to start: {_describe(err)}"
 
-    def _submit(self, index: int, weights_ref: Any, version: int) -> Any:
-        """Queue ``set_weights`` then ``sample`` on one actor (actor calls run in order)."""
-        worker = self.workers[index]
-        worker.set_weights.remote(weights_ref, version)
-        return worker.sample.remote()
-
     # ------------------------------------------------------------ collection
     def collect(self, weights: dict[str, torch.Tensor], version: int) -> Any:
-        """One complete fragment from every worker, all produced by ``version``.
+        """One complete fragment from every worker, all produced by one policy version.
+
+        Synchronous (the default): by ``version``, sampled now. With
+        ``rollout.async_sampling``: the batch started at the previous call (by the version given
+        then; the first call samples with ``version`` and waits), while the next batch starts
+        sampling with these weights.
 
         Args:
             weights: The learner's ``state_dict`` (moved to CPU here, put in the store once).
@@ -218,6 +246,43 @@ class RayCollector:
         Raises:
             RolloutError: Restart budget exhausted, or a fragment of another version came back.
         """
+        weights_ref = self._ray.put({k: v.detach().cpu() for k, v in weights.items()})
+        if not self.cfg.rollout.async_sampling:
+            fragments = self._gather(self._start(weights_ref, version))
+        else:
+            if self._ready is None and self._in_flight is None:
+                self._in_flight = self._start(weights_ref, version)
+            fragments = self._take_ready()
+            self._in_flight = self._start(weights_ref, version)
+        return type(fragments[0]).concat(fragments)
+
+    def _take_ready(self) -> list[Any]:
+        """The fragments of the batch in flight (waiting for them if need be)."""
+        if self._ready is None:
+            assert self._in_flight is not None
+            self._ready = self._gather(self._in_flight)
+            self._in_flight = None
+        fragments, self._ready = self._ready, None
+        return fragments
+
+    def _start(self, weights_ref: Any, version: int) -> _Batch:
+        """Queue ``set_weights`` and ``sample`` on every actor."""
+        batch = _Batch(weights_ref, version, {}, {})
+        for index in range(len(self.workers)):
+            self._submit(batch, index)
+        return batch
+
+    def _submit(self, batch: _Batch, index: int) -> None:
+        """Queue ``set_weights`` then ``sample`` on one actor (actor calls run in order)."""
+        worker = self.workers[index]
+        worker.set_weights.remote(batch.weights_ref, batch.version)
+        ref = worker.sample.remote()
+        batch.pending[ref] = index
+        batch.deadline[ref] = time.monotonic() + self.cfg.rollout.sample_timeout_s
+
+    def _gather(self, batch: _Batch) -> list[Any]:
+        """Wait for every fragment of ``batch``, replacing workers that die or hang and
+        sampling their fragment again; returns them in worker order."""
         ray = self._ray
         timeout = self.cfg.rollout.sample_timeout_s
         # Lost workers: dead actor, crashed process, dead node, or an object lost with its node.
@@ -228,17 +293,7 @@ class RayCollector:
             ray.exceptions.ObjectLostError,
             ray.exceptions.GetTimeoutError,
         )
-        weights_ref = ray.put({k: v.detach().cpu() for k, v in weights.items()})
-        pending: dict[Any, int] = {}
-        deadline: dict[Any, float] = {}
-
-        def submit(index: int) -> None:
-            ref = self._submit(index, weights_ref, version)
-            pending[ref] = index
-            deadline[ref] = time.monotonic() + timeout
-
-        for index in range(len(self.workers)):
-            submit(index)
+        pending, deadline = batch.pending, batch.deadline
         fragments: dict[int, Any] = {}
         while pending:
             wait_s = max(0.0, min(deadline.values()) - time.monotonic())
@@ -250,7 +305,7 @@ class RayCollector:
                     fragments[index] = ray.get(ref, timeout=timeout)
                 except lost as err:
                     self._replace(index, _describe(err))
-                    submit(index)
+                    self._submit(batch, index)
                 except ray.exceptions.RayTaskError as err:
                     cause = _env_cause(err)
                     if isinstance(cause, EnvDataError):
@@ -261,20 +316,23 @@ class RayCollector:
                         ) from err
                     # An env that raised may be flaky; a deterministic bug uses up the budget.
                     self._replace(index, str(cause))
-                    submit(index)
+                    self._submit(batch, index)
             now = time.monotonic()
             for ref in [r for r, limit in deadline.items() if limit <= now]:
                 index = pending.pop(ref)
                 del deadline[ref]
                 self._replace(index, f"no fragment within rollout.sample_timeout_s={timeout}s")
-                submit(index)
+                self._submit(batch, index)
         ordered = [fragments[i] for i in range(len(self.workers))]
-        stale = {f.worker_index: f.policy_version for f in ordered if f.policy_version != version}
+        stale = {
+            f.worker_index: f.policy_version for f in ordered if f.policy_version != batch.version
+        }
         if stale:
             raise RolloutError(
-                f"expected fragments of policy version {version}, got {stale} (worker: version)"
+                f"expected fragments of policy version {batch.version}, got {stale} "
+                "(worker: version)"
             )
-        return type(ordered[0]).concat(ordered)
+        return ordered
 
     # ------------------------------------------------------------ per-worker calls
     def _call_all(self, method: str, *args_per_worker: list[Any]) -> list[Any]:
@@ -293,7 +351,22 @@ class RayCollector:
 
         A worker that died since its last fragment is replaced first, within the restart
         budget, exactly as :meth:`collect` would; its state is then its replacement's fresh one.
+        With asynchronous sampling the batch in flight is waited for and each worker's fragment
+        of it travels with that worker's state (see :func:`wrap_async_state`).
         """
+        pending = None
+        if self._in_flight is not None or self._ready is not None:
+            pending = self._take_ready()
+            self._ready = pending  # still the next batch to return
+        states = self._worker_states()
+        if pending is None:
+            return states
+        return [
+            {**state, "state": wrap_async_state(state["state"], fragment)}
+            for state, fragment in zip(states, pending, strict=True)
+        ]
+
+    def _worker_states(self) -> list[dict[str, Any]]:
         lost = (self._ray.exceptions.RayActorError, self._ray.exceptions.GetTimeoutError)
         refs = [worker.get_state.remote() for worker in self.workers]
         states = []
@@ -314,7 +387,10 @@ class RayCollector:
                 f"checkpoint holds {len(states)} worker states, rollout.num_workers is "
                 f"{len(self.workers)}; resume with the same rollout settings"
             )
-        self._call_all("set_state", states)
+        unwrapped, fragments = split_async_states(states)
+        self._call_all("set_state", unwrapped)
+        self._in_flight = None
+        self._ready = fragments if self.cfg.rollout.async_sampling else None
 
     def process_ids(self) -> list[int]:
         """PIDs of the actor processes (tests kill them to simulate a crash)."""

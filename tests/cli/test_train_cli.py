@@ -112,9 +112,14 @@ def test_train_writes_a_complete_run_directory(tmp_path: Path) -> None:
     assert len((tmp_path / "e.csv").read_text().splitlines()) == 13
 
 
+# Asynchronous sampling keeps a batch in flight across each checkpoint; it must come back.
+ASYNC_RAY = ["--set", "rollout.backend=ray", "--set", "rollout.async_sampling=true"]
+
+
 @pytest.mark.slow
-def test_killed_run_resumes_to_identical_result(tmp_path: Path) -> None:
-    steps = ["--set", "ppo.total_steps=640", "--set", "run.checkpoint_every=2"]
+@pytest.mark.parametrize("backend", [[], ASYNC_RAY], ids=["local", "ray-async"])
+def test_killed_run_resumes_to_identical_result(tmp_path: Path, backend: list[str]) -> None:
+    steps = ["--set", "ppo.total_steps=640", "--set", "run.checkpoint_every=2", *backend]
     straight_root, killed_root = tmp_path / "straight", tmp_path / "killed"
     rlformer("train", "--set", f"run.root={straight_root}", *steps, *TINY, cwd=tmp_path)
 

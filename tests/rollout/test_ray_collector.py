@@ -98,6 +98,81 @@ def test_ray_returns_exactly_the_local_data(local_ray: None, torso: str) -> None
     assert ray.is_initialized(), "a collector must not shut down a Ray it did not start"
 
 
+def _perturbed(model: torch.nn.Module, seed: int) -> dict[str, torch.Tensor]:
+    """The model's weights after a random nudge: a stand-in for one learner update."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.3 * torch.randn(parameter.shape, generator=generator))
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_async_sampling_returns_the_batch_of_the_previous_weights_and_resumes_exactly(
+    local_ray: None,
+) -> None:
+    """collect(w_v) returns the batch sampled with w_(v-1) (the first call's own), the data
+    equal to a synchronous collector given the weights one call late; a checkpoint taken with
+    a batch in flight continues in a fresh collector exactly as in the original."""
+    from rlformer.rollout.ray_collector import RayCollector
+
+    torch.manual_seed(0)
+    cfg = _cfg("rollout.async_sampling=true")
+    model = build_model(cfg)
+    weights = [_perturbed(model, seed) for seed in range(5)]
+    remote, local = RayCollector(cfg), LocalCollector(cfg)
+    fresh = None
+    try:
+        _assert_same(remote.collect(weights[0], 0), local.collect(weights[0], 0))
+        for version in (1, 2):
+            batch = remote.collect(weights[version], version)
+            assert batch.policy_version == version - 1
+            _assert_same(batch, local.collect(weights[version - 1], version - 1))
+        # Checkpoint now: the batch sampled with weights[2] is in flight.
+        states = remote.get_state()
+        fresh = RayCollector(cfg)
+        fresh.set_state(states)
+        for version in (3, 4):
+            expected = local.collect(weights[version - 1], version - 1)
+            _assert_same(remote.collect(weights[version], version), expected)
+            _assert_same(fresh.collect(weights[version], version), expected)
+    finally:
+        for collector in (remote, local, fresh):
+            if collector is not None:
+                collector.close()
+
+
+def test_worker_killed_with_a_batch_in_flight_is_replaced_and_samples_it_again(
+    local_ray: None,
+) -> None:
+    from rlformer.rollout.ray_collector import RayCollector
+
+    torch.manual_seed(0)
+    cfg = _cfg("rollout.async_sampling=true", "rollout.max_worker_restarts=1")
+    model = build_model(cfg)
+    collector = RayCollector(cfg)
+    try:
+        collector.collect(model.state_dict(), 0)
+        # process_ids() queues behind the next batch's sampling: that batch is done, then the
+        # worker dies, so the batch started by the next call has a dead worker.
+        os.kill(collector.process_ids()[1], signal.SIGKILL)
+        assert collector.collect(model.state_dict(), 1).policy_version == 0
+        assert collector.restarts == 0
+        batch = collector.collect(model.state_dict(), 2)
+        assert collector.restarts == 1
+        # Sampled again by the replacement, with the weights it was started with (version 1).
+        assert batch.policy_version == 1 and batch.obs.shape == (16, 4, 4)
+        assert batch.episode_start[0, 2:].all()  # the replacement's envs start afresh
+    finally:
+        collector.close()
+
+
+def test_async_sampling_needs_the_ray_backend_and_ppo() -> None:
+    with pytest.raises(ValueError, match="needs rollout.backend=ray"):
+        _cfg("rollout.backend=local", "rollout.async_sampling=true")
+    with pytest.raises(ValueError, match="for algo ppo only"):
+        _cfg("algo=dt", "rollout.async_sampling=true")
+
+
 def test_killed_worker_is_replaced_and_batch_is_complete(local_ray: None) -> None:
     from rlformer.rollout.ray_collector import RayCollector
 
