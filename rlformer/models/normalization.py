@@ -66,8 +66,10 @@ class RunningMeanStd(nn.Module):
         current = (float(self.count), self.mean.cpu().numpy(), self.m2.cpu().numpy())
         count, mean, m2 = merge_moments(current, batch)
         self.count.fill_(count)
-        self.mean.copy_(torch.as_tensor(mean, dtype=torch.float64))
-        self.m2.copy_(torch.as_tensor(m2, dtype=torch.float64))
+        # torch.tensor copies: moments from a Ray worker arrive as read-only arrays, which
+        # as_tensor would share (and warn about) before copy_ reads them.
+        self.mean.copy_(torch.tensor(mean, dtype=torch.float64))
+        self.m2.copy_(torch.tensor(m2, dtype=torch.float64))
 
     def normalize(self, x: torch.Tensor, clip: float) -> torch.Tensor:
         """``clip((x - mean) / sqrt(var + eps))`` in float32; x's trailing dims match mean."""

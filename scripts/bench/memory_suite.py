@@ -12,6 +12,7 @@ RecurrentPPO, and draws one learning-curve PNG per task.
     .venv/bin/python scripts/bench/memory_suite.py --tasks cartpole-novel --seeds 3
     .venv/bin/python scripts/bench/memory_suite.py --quick                   # smoke run
     .venv/bin/python scripts/bench/memory_suite.py --report-only          # tables + PNGs again
+    .venv/bin/python scripts/bench/memory_suite.py --agents gtrxl_async   # GTrXL + async sampling
 
 POPGym returns are on POPGym's own normalised scale ([-1, 1] per episode).
 """
@@ -61,7 +62,17 @@ def _code_version() -> str | None:
 
 
 CODE_VERSION = _code_version()
-AGENTS = ("gtrxl", "lstm", "gru", "recurrent_ppo", "ppo_mlp")
+AGENTS = ("gtrxl", "gtrxl_async", "lstm", "gru", "recurrent_ppo", "ppo_mlp")
+# rlformer agents: their torso and the settings that make them that agent. gtrxl_async is GTrXL
+# with its rollout worker in a Ray actor sampling while the learner updates (a second core).
+RLFORMER_AGENTS: dict[str, tuple[str, ...]] = {
+    "gtrxl": ("model.torso=gtrxl",),
+    "gtrxl_async": ("model.torso=gtrxl", "rollout.backend=ray", "rollout.async_sampling=true"),
+    "lstm": ("model.torso=lstm",),
+    "gru": ("model.torso=gru",),
+}
+# What the suite runs unless --agents names others (gtrxl_async needs Ray and a second core).
+DEFAULT_AGENTS = ("gtrxl", "lstm", "gru", "recurrent_ppo", "ppo_mlp")
 
 
 @dataclass
@@ -239,13 +250,12 @@ def run_rlformer(
     root: Path,
     overrides: Sequence[str] = (),
 ) -> Result:
-    torso = {"gtrxl": "gtrxl", "lstm": "lstm", "gru": "gru"}[agent]
     cfg = task_config(
         TASKS[name],
         steps,
         seed,
         root,
-        f"model.torso={torso}",
+        *RLFORMER_AGENTS[agent],
         f"eval.episodes={episodes}",
         "eval.every=0",  # the clock times training alone; the final weights are scored
         *overrides,
@@ -453,7 +463,7 @@ def _plot(name: str, rows: list[Result], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
-    parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS))
+    parser.add_argument("--agents", nargs="+", default=list(DEFAULT_AGENTS), choices=list(AGENTS))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=None, help="Override every task's budget.")
     parser.add_argument("--episodes", type=int, default=100)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -174,6 +176,18 @@ def test_parallel_moments_equal_the_whole_batch() -> None:
     rms.merge(merged)
     expected = np.clip((data[:4] - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), -1, 1)
     torch.testing.assert_close(rms.normalize(x, 1.0), torch.as_tensor(expected).float())
+
+
+def test_moments_arriving_read_only_merge_without_a_warning() -> None:
+    """Ray hands a worker's moments over as read-only arrays (zero-copy from its store)."""
+    count, mean, m2 = moments(np.arange(6.0).reshape(3, 2), (2,))
+    for array in (mean, m2):
+        array.setflags(write=False)
+    rms = RunningMeanStd((2,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rms.merge((count, mean, m2))
+    torch.testing.assert_close(rms.mean, torch.tensor([2.0, 3.0], dtype=torch.float64))
 
 
 def test_actor_critic_on_every_observation_kind() -> None:
