@@ -255,6 +255,12 @@ class PPOConfig(StrictModel):
         gt=0,
         description="Stop the epoch loop early when approx KL exceeds this (null: never).",
     )
+    decoupled_clip: bool = Field(
+        True,
+        description="Batches from older weights (rollout.async_sampling): clip the ratio around "
+        "the weights the update starts from, importance-weighted by their ratio to the "
+        "behaviour policy (decoupled PPO); false: clip around the behaviour policy.",
+    )
 
 
 class EvalConfig(StrictModel):

@@ -4,6 +4,14 @@ Memory stays aligned with the data because minibatches are whole env-slot sequen
 re-run from the memory the rollout had at the fragment start, with the rollout's episode-start
 flags, so in the first epoch the new log-probs equal the stored ones (ratio = 1).
 
+A batch sampled by older weights than the learner's (``rollout.async_sampling``) is trained with
+the decoupled objective of Hilton et al. (2021, "Batch size-invariance for policy
+optimization"): the ratio is clipped around the *proximal* policy, the weights this update starts
+from, and each step's term is weighted by ``pi_prox / pi_behaviour``. Clipping around the
+behaviour policy instead would hold the update near weights already left behind. The proximal
+log-probs cost one forward pass over the batch without gradient; the first minibatch's ratio is
+then 1 again.
+
 With ``ppo.memory_gradient_steps = B > 0`` each row starts ``B`` steps earlier, from the memory
 the rollout had there (the fragment's :class:`~rlformer.rollout.fragment.Prefix`): those steps are
 recomputed with gradient and only the fragment's steps enter the loss, so the loss reaches the
@@ -56,12 +64,18 @@ class SequenceBatch(NamedTuple):
     rewards: torch.Tensor
     state: AgentState
     prefix_steps: int = 0
+    # pi_prox / pi_behaviour per step for a batch from older weights (decoupled PPO), else None
+    behaviour_weights: torch.Tensor | None = None
 
     def rows(self, index: torch.Tensor) -> SequenceBatch:
         """The sequences of a subset of env slots."""
-        tensors = [tree_map(lambda t: t[index], t) for t in self[:-2]]
+        tensors = [tree_map(lambda t: t[index], t) for t in self[:-3]]
+        weights = None if self.behaviour_weights is None else self.behaviour_weights[index]
         return SequenceBatch(
-            *tensors, state=self.state.index(index), prefix_steps=self.prefix_steps
+            *tensors,
+            state=self.state.index(index),
+            prefix_steps=self.prefix_steps,
+            behaviour_weights=weights,
         )
 
 
@@ -131,9 +145,12 @@ def ppo_loss(
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     log_ratio = out.log_prob - batch.old_log_probs
     ratio = log_ratio.exp()
-    policy_loss = torch.max(
+    clipped_terms = torch.max(
         -advantages * ratio, -advantages * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
-    ).mean()
+    )
+    if batch.behaviour_weights is not None:  # decoupled PPO: old_log_probs are pi_prox's
+        clipped_terms = batch.behaviour_weights * clipped_terms
+    policy_loss = clipped_terms.mean()
     value_error = (out.value - batch.returns).pow(2)
     if cfg.clip_value:
         clipped = batch.old_values + (out.value - batch.old_values).clamp(
@@ -200,6 +217,9 @@ class PPOLearner:
         batch = make_sequence_batch(fragment, self.cfg, self.device, self._return_rewards(fragment))
         num_rows = batch.rewards.shape[0]
         self.model.train()
+        stale = fragment.policy_version != self.iteration  # sampled by older weights
+        if stale and self.cfg.decoupled_clip:
+            batch = self._decoupled(batch)
         sums: dict[str, float] = {}
         count = 0
         first_epoch_ratio_error = 0.0
@@ -268,6 +288,18 @@ class PPOLearner:
             float(1 - (returns - values).var() / variance) if variance > 0 else 0.0
         )
         return result
+
+    def _decoupled(self, batch: SequenceBatch) -> SequenceBatch:
+        """``batch`` with the current weights' log-probs as the clipping centre and
+        ``pi_prox / pi_behaviour`` as each step's weight (see the module docstring)."""
+        with torch.no_grad():
+            out = self.model.evaluate(
+                batch.obs, batch.actions, batch.state, batch.episode_start, batch.rewards
+            )
+        proximal = out.log_prob[:, batch.prefix_steps :]
+        return batch._replace(
+            old_log_probs=proximal, behaviour_weights=(proximal - batch.old_log_probs).exp()
+        )
 
     def _return_rewards(self, fragment: Fragment) -> np.ndarray | None:
         """With reward normalisation, the env's rewards scaled by statistics that already count
