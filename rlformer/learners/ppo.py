@@ -292,10 +292,12 @@ class PPOLearner:
     def _decoupled(self, batch: SequenceBatch) -> SequenceBatch:
         """``batch`` with the current weights' log-probs as the clipping centre and
         ``pi_prox / pi_behaviour`` as each step's weight (see the module docstring)."""
+        self.model.eval()  # the policy itself, without dropout's noise
         with torch.no_grad():
             out = self.model.evaluate(
                 batch.obs, batch.actions, batch.state, batch.episode_start, batch.rewards
             )
+        self.model.train()
         proximal = out.log_prob[:, batch.prefix_steps :]
         return batch._replace(
             old_log_probs=proximal, behaviour_weights=(proximal - batch.old_log_probs).exp()
