@@ -149,8 +149,8 @@ class RolloutConfig(StrictModel):
     def _async_needs_ray(self) -> RolloutConfig:
         if self.async_sampling and self.backend != "ray":
             raise ValueError(
-                "rollout.async_sampling needs rollout.backend=ray: the workers must run in their "
-                "own processes to sample while the learner updates"
+                "async_sampling needs backend=ray (--set rollout.backend=ray): the workers must "
+                "run in their own processes to sample while the learner updates"
             )
         return self
 

@@ -281,6 +281,10 @@ class PPOLearner:
         result.pop("ppo/max_ratio_error", None)
         result["ppo/first_minibatch_ratio_error"] = first_epoch_ratio_error
         result["lr"] = lr
+        if batch.behaviour_weights is not None:
+            # How far the weights moved since they sampled this batch (0: not at all).
+            lag = (batch.behaviour_weights - 1).abs()
+            result["ppo/behaviour_ratio_error_mean"] = float(lag.mean())
         returns = batch.returns.flatten()
         values = batch.old_values.flatten()
         variance = returns.var()

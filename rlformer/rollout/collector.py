@@ -121,14 +121,16 @@ def split_async_states(
     states: list[dict[str, Any]],
 ) -> tuple[list[dict[str, Any]], list[Any] | None]:
     """Worker states as the workers take them, and the fragments of the batch in flight when
-    the states were taken (None if they came from a synchronous run)."""
+    the states were taken (None if they came from a synchronous run). States of other worker
+    kinds (ODT's are plain dicts) pass through unchanged."""
     unwrapped, fragments = [], []
     for state in states:
-        blob = state["state"]
-        if blob.startswith(_ASYNC_STATE_PREFIX):
-            blob, fragment = pickle.loads(blob[len(_ASYNC_STATE_PREFIX) :])
+        blob = state.get("state")
+        if isinstance(blob, bytes) and blob.startswith(_ASYNC_STATE_PREFIX):
+            worker_state, fragment = pickle.loads(blob[len(_ASYNC_STATE_PREFIX) :])
             fragments.append(fragment)
-        unwrapped.append({**state, "state": blob})
+            state = {**state, "state": worker_state}
+        unwrapped.append(state)
     return unwrapped, fragments or None
 
 

@@ -59,7 +59,11 @@ def _first_ratio_error_on_a_stale_batch(decoupled: bool) -> float:
         behaviour = {k: v.clone() for k, v in model.state_dict().items()}
         learner.update(collector.collect(behaviour, 0))
         stale = collector.collect(behaviour, 0)  # version 0, learner is at 1
-        return learner.update(stale)["ppo/first_minibatch_ratio_error"]
+        metrics = learner.update(stale)
+        # Decoupled updates report how far the weights moved since sampling; plain ones do not.
+        assert ("ppo/behaviour_ratio_error_mean" in metrics) == decoupled
+        assert metrics.get("ppo/behaviour_ratio_error_mean", 1.0) > 0
+        return metrics["ppo/first_minibatch_ratio_error"]
     finally:
         collector.close()
 
