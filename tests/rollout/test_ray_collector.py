@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
+from typing import Any
 
 import numpy as np
 import pytest
@@ -230,8 +232,9 @@ def test_fragment_of_another_version_is_refused(local_ray: None) -> None:
     class LaggingCollector(RayCollector):
         """Worker 1 keeps getting the previous version, as a stale actor would produce."""
 
-        def _submit(self, index: int, weights_ref: object, version: int) -> object:
-            return super()._submit(index, weights_ref, version - (index == 1))
+        def _submit(self, batch: Any, index: int) -> None:
+            # A copy tagged one version back that shares the batch's pending references.
+            super()._submit(dataclasses.replace(batch, version=batch.version - (index == 1)), index)
 
     torch.manual_seed(0)
     cfg = _cfg("model.torso=mlp")
