@@ -436,12 +436,16 @@ class TrainConfig(StrictModel):
     odt: ODTConfig = Field(default_factory=ODTConfig, description="Online Decision Transformer.")
 
     @model_validator(mode="after")
+    def _async_sampling_is_ppo(self) -> TrainConfig:
+        if self.rollout.async_sampling and self.algo != "ppo":
+            raise ValueError(
+                f"rollout.async_sampling is for algo ppo only, not {self.algo}; remove it"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _minibatches_fit(self) -> TrainConfig:
         if self.algo != "ppo":
-            if self.rollout.async_sampling:
-                raise ValueError(
-                    f"rollout.async_sampling is for algo ppo only, not {self.algo}; remove it"
-                )
             return self  # other algorithms do not split rollouts into minibatches
         if self.ppo.memory_gradient_steps > self.rollout.fragment_length:
             raise ValueError(

@@ -72,7 +72,7 @@ RLFORMER_AGENTS: dict[str, tuple[str, ...]] = {
     "gru": ("model.torso=gru",),
 }
 # What the suite runs unless --agents names others (gtrxl_async needs Ray and a second core).
-DEFAULT_AGENTS = ("gtrxl", "lstm", "gru", "recurrent_ppo", "ppo_mlp")
+DEFAULT_AGENTS = tuple(agent for agent in AGENTS if agent != "gtrxl_async")
 
 
 @dataclass
