@@ -11,10 +11,13 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    from rlformer.evaluation.agents import Agent
 
 
 class _SweepGroup(TyperGroup):
@@ -170,6 +173,14 @@ def evaluate(
             "comma form (-300,-900). Default: the targets of the agent's config."
         ),
     ] = None,
+    act_context: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Decision Transformers: condition each action on the last N steps (at most "
+            "the training context; default: the agent's dt.act_context, else its context).",
+        ),
+    ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Also write all statistics and episodes as JSON.")
     ] = None,
@@ -217,6 +228,8 @@ def evaluate(
         loaded = [load_eval_agent(name, trust=trust_checkpoint) for name in agents]
         if targets is not None and not any(a.kind == "dt" for a in loaded):
             fail("--target-return conditions Decision Transformers; none of the agents is one")
+        if act_context is not None:
+            _set_act_context(loaded, act_context)
         skipped: list[str] = []
         if suite is not None:
             chosen = load_suite(suite)
@@ -249,6 +262,24 @@ def evaluate(
         ranges = [a.dataset_returns for a in loaded if a.kind == "dt" and a.dataset_returns]
         plot_return_sweep(conditioned, plot, ranges[0] if len(ranges) == 1 else None)
         typer.echo(f"wrote {plot}")
+
+
+def _set_act_context(agents: list[Agent], steps: int) -> None:
+    """``--act-context``: every DT agent acts on its last ``steps`` steps, or the command fails
+    before evaluating anything."""
+    chosen = [a for a in agents if a.kind == "dt"]
+    if not chosen:
+        fail("--act-context is for Decision Transformers; none of the agents is one")
+    for agent in chosen:
+        policy = agent.dt_policy
+        if policy.carry_memory:
+            fail(f"--act-context: {agent.name} is a memory DT, which acts on whole windows")
+        if steps > policy.context:
+            fail(
+                f"--act-context {steps} is longer than {agent.name}'s training context "
+                f"({policy.context}); give at most {policy.context}"
+            )
+        policy.history = steps
 
 
 def _check_writable(path: Path) -> None:
@@ -458,6 +489,14 @@ def sweep_report(
     directory: Annotated[Path, typer.Argument(help="A sweep folder (holds sweep.json).")],
     metric: Annotated[
         str | None, typer.Option(help="Final score to compare (default: the sweep's `score`).")
+    ] = None,
+    act_context: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Decision Transformers: condition each action on the last N steps (at most "
+            "the training context; default: the agent's dt.act_context, else its context).",
+        ),
     ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the table as JSON.")

@@ -357,6 +357,29 @@ class DTConfig(StrictModel):
     target_returns: list[float] = Field(
         default_factory=lambda: [100.0], description="Target returns for the final evaluation."
     )
+    act_context: int | None = Field(
+        None,
+        ge=1,
+        description="Steps of history a plain DT looks at when acting (evaluation and ODT "
+        "rollouts), at most dt.context; null: dt.context. The ODT paper trains on K = 20 "
+        "windows and acts on the last 5 steps on its gym tasks.",
+    )
+
+    @model_validator(mode="after")
+    def _act_context_fits(self) -> DTConfig:
+        if self.act_context is None:
+            return self
+        if self.act_context > self.context:
+            raise ValueError(
+                f"act_context ({self.act_context}) is longer than the training windows "
+                f"(context {self.context}); set act_context <= context"
+            )
+        if self.memory_segments > 0:
+            raise ValueError(
+                "act_context is for a plain DT: a memory DT (memory_segments > 0) acts on whole "
+                "K-step windows as it was trained; unset one of them"
+            )
+        return self
 
     @field_validator("core", mode="before")
     @classmethod

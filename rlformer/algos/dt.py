@@ -118,6 +118,7 @@ def load_dt_policy(
             carry_memory=cfg.dt.memory_segments > 0,
             action_low=_as_array(stats["action_low"]),
             action_high=_as_array(stats["action_high"]),
+            history=cfg.dt.act_context,
         )
     except (KeyError, TypeError, AttributeError, ValueError) as err:
         raise CheckpointError(f"{path}: malformed normalization entry ({err})") from None
@@ -233,6 +234,7 @@ class DT:
             self.cfg.dt.memory_segments > 0,
             self.low,
             self.high,
+            history=self.cfg.dt.act_context,
         )
 
     def evaluate(self, episodes: int, seed: int) -> Evaluation:

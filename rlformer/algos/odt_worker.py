@@ -88,6 +88,7 @@ class EpisodeWorker(WorkerProcess):
             cfg.dt.memory_segments > 0,
             normalization["action_low"],
             normalization["action_high"],
+            history=cfg.dt.act_context,
         )
         self.env_id = cfg.env.id
         self.target_return = target_return

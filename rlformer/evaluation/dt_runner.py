@@ -2,7 +2,8 @@
 
 Bookkeeping per env slot, as in the DT paper: start with ``R_0 = target``; after reward r_t the
 next step is conditioned on ``R_{t+1} = R_t - r_t`` (divided by the return scale for the model).
-Plain DT looks at the last K steps (left-padded); a memory DT fills windows of K steps aligned
+Plain DT looks at the last K steps (left-padded), or at the last ``history`` steps when set
+(the ODT paper's shorter evaluation context); a memory DT fills windows of K steps aligned
 to the episode start, carrying the core's memory from each completed window into the next, which
 is exactly how it was trained.
 """
@@ -33,6 +34,12 @@ class DTPolicy:
     carry_memory: bool
     action_low: np.ndarray | None = None  # continuous actions are trained in [-1, 1]
     action_high: np.ndarray | None = None
+    history: int | None = None  # plain DT: steps each action looks at (None: context)
+
+    @property
+    def window(self) -> int:
+        """Steps fed to the model at each action."""
+        return self.context if self.carry_memory or self.history is None else self.history
 
     def to_env_action(self, prediction: np.ndarray) -> np.ndarray:
         if self.model.discrete:
@@ -103,7 +110,7 @@ def play_return_conditioned(
         generator: Sample actions from the policy with it (an ODT's exploration); None plays
             the most likely action.
     """
-    model, k = policy.model.eval(), policy.context
+    model, k = policy.model.eval(), policy.window
     spec = envs[0].spec
     limit = min(max_steps, (spec.max_episode_steps if spec else None) or max_steps)
     n = len(envs)

@@ -17,7 +17,9 @@ from rlformer.evaluation.dt_runner import DTPolicy, run_return_conditioned
 from rlformer.models.decision_transformer import DecisionTransformer
 
 
-def _recording_policy(carry_memory: bool, context: int = 4) -> tuple[DTPolicy, list[dict]]:
+def _recording_policy(
+    carry_memory: bool, context: int = 4, history: int | None = None
+) -> tuple[DTPolicy, list[dict]]:
     torch.manual_seed(0)
     core = CoreConfig(
         n_layers=1, d_model=16, n_heads=1, d_ff=32, memory_length=3 * context, precision="fp32"
@@ -44,6 +46,7 @@ def _recording_policy(carry_memory: bool, context: int = 4) -> tuple[DTPolicy, l
         return_scale=2.0,
         context=context,
         carry_memory=carry_memory,
+        history=history,
     )
     return policy, calls
 
@@ -64,6 +67,31 @@ def test_plain_dt_decrements_return_to_go_and_keeps_last_k_steps() -> None:
     assert not any(c["memory"] for c in calls)
 
 
+def test_shorter_acting_history_feeds_only_the_last_steps() -> None:
+    # ODT's evaluation context: trained on K = 4 windows, each action sees the last 2 steps.
+    policy, calls = _recording_policy(carry_memory=False, history=2)
+    run_return_conditioned(policy, EnvConfig(id="CartPole-v1", max_episode_steps=6), 10.0, 1)
+    assert [c["timesteps"].shape[1] for c in calls] == [2] * 6
+    np.testing.assert_array_equal(calls[5]["timesteps"][0].numpy(), [4, 5])
+    np.testing.assert_allclose(calls[5]["rtg"][0].numpy(), [(10 - 4) / 2, (10 - 5) / 2])
+    np.testing.assert_array_equal(calls[0]["mask"][0].numpy(), [False, True])
+
+
+def test_acting_history_must_fit_a_plain_dt() -> None:
+    from pydantic import ValidationError
+
+    from rlformer.config import DTConfig
+
+    assert DTConfig(context=20, act_context=5).act_context == 5
+    with pytest.raises(ValidationError, match=r"act_context \(21\) is longer"):
+        DTConfig(context=20, act_context=21)
+    with pytest.raises(ValidationError, match="memory DT"):
+        DTConfig(context=20, act_context=5, memory_segments=2)
+    # A memory DT acts on its whole windows even if a history is set on the policy.
+    policy, _ = _recording_policy(carry_memory=True, history=2)
+    assert policy.window == 4
+
+
 def test_memory_dt_fills_aligned_windows_and_passes_memory_on() -> None:
     policy, calls = _recording_policy(carry_memory=True)
     run_return_conditioned(policy, EnvConfig(id="CartPole-v1", max_episode_steps=6), 10.0, 1)
@@ -80,7 +108,7 @@ def test_memory_dt_fills_aligned_windows_and_passes_memory_on() -> None:
 
 @pytest.mark.slow
 def test_dt_trains_from_a_recorded_dataset_and_resumes(tmp_path: Path) -> None:
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    def cli(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
         out = subprocess.run(
             [sys.executable, "-m", "rlformer.cli", *args],
             cwd=tmp_path,
@@ -88,7 +116,7 @@ def test_dt_trains_from_a_recorded_dataset_and_resumes(tmp_path: Path) -> None:
             text=True,
             timeout=600,
         )
-        assert out.returncode == 0, out.stderr
+        assert (out.returncode == 0) == ok, out.stderr
         return out
 
     data = tmp_path / "pend.hdf5"
@@ -121,6 +149,8 @@ def test_dt_trains_from_a_recorded_dataset_and_resumes(tmp_path: Path) -> None:
         "--set",
         "dt.target_returns=[-200,-800]",
         "--set",
+        "dt.act_context=3",
+        "--set",
         f"run.root={tmp_path / 'runs'}",
     ]
     cli("train", "--set", "dt.train_steps=20", *common)
@@ -130,6 +160,14 @@ def test_dt_trains_from_a_recorded_dataset_and_resumes(tmp_path: Path) -> None:
     cli("train", "--resume", str(run_dir), "--set", "dt.train_steps=30")
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "loss/action" in r] == [5, 10, 15, 20, 25, 30]
+    from rlformer.evaluation.agents import load_eval_agent
+
+    assert load_eval_agent(run_dir).dt_policy.window == 3  # the run's act_context
+    short = cli("eval", str(run_dir), "--act-context", "2", "--episodes", "2", "--json", "ac.json")
+    assert "Pendulum-v1" in short.stdout
+    assert len(json.loads((tmp_path / "ac.json").read_text())["reports"]) == 2
+    too_long = cli("eval", str(run_dir), "--act-context", "6", ok=False)
+    assert "longer than" in too_long.stderr and "at most 5" in too_long.stderr
     # Targets as a comma list, a repeated option, and space-separated (`--target-return 50 100`).
     result = cli(
         "eval",
