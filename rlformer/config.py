@@ -406,8 +406,10 @@ class ODTConfig(StrictModel):
     )
     online_steps: int = Field(
         200_000,
-        ge=1,
-        description="Env steps collected online (paper: up to 1M; a CPU-sized default here).",
+        ge=0,
+        description="Env steps collected online (paper: up to 1M; a CPU-sized default here); 0 "
+        "stops after pretraining (a DT with ODT's stochastic head and loss, to fine-tune later "
+        "by resuming with more online steps).",
     )
     updates_per_iteration: int = Field(
         300, ge=1, description="Gradient steps on the replay buffer after each collection."

@@ -118,6 +118,8 @@ class ODT(DT):
 
     # ------------------------------------------------------------ run-loop protocol
     def start(self) -> None:
+        if self.cfg.odt.online_steps == 0:
+            return  # pretraining only: no rollout workers (nor Ray) to start
         spec = WorkerSpec(
             EpisodeWorker,
             (
@@ -211,13 +213,13 @@ class ODT(DT):
         return text
 
     def state(self) -> dict[str, Any]:
-        assert self.collector is not None
         return {
             **super().state(),
             "odt": {
                 "env_steps": self.env_steps,
                 "buffer": self.buffer.state_dict(),
-                "workers": self.collector.get_state(),
+                # None before any worker ran: a resumed run starts them from the seed.
+                "workers": None if self.collector is None else self.collector.get_state(),
             },
         }
 

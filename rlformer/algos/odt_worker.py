@@ -78,7 +78,11 @@ class EpisodeWorker(WorkerProcess):
             EnvGuard(env_from_config(cfg.env), slot, label)
             for slot in range(cfg.rollout.envs_per_worker)
         ]
-        model = build_dt(cfg, self.envs[0].observation_space, self.envs[0].action_space)
+        # Its weights come from the learner; building it must not draw from the learner's RNG
+        # (in-process workers share it), so a run that starts its workers late (after
+        # pretraining only) continues exactly like one that started them at once.
+        with torch.random.fork_rng(devices=[]):
+            model = build_dt(cfg, self.envs[0].observation_space, self.envs[0].action_space)
         self.policy = DTPolicy(
             model,
             normalization["state_mean"],

@@ -2,11 +2,15 @@
 
 Per task and seed, in one process, one arm after another:
 
-1. ``offline_dt``: a DT trained offline for ``--pretrain-steps`` gradient steps (``algo: dt``),
-   scored with the task's target return;
-2. ``odt``: that checkpoint fine-tuned with ``algo: odt`` (``odt.init_from``) for
-   ``--online-steps`` env steps; its wall-clock time W is recorded;
-3. ``dt_more``: control (a), the same offline DT trained on for the same wall-clock W on the
+1. ``offline_dt``: a DT trained offline for ``--pretrain-steps`` gradient steps, scored with the
+   task's target return. With ``--pretrain-loss odt`` (the default, as in the paper) it is an
+   ``algo: odt`` run with ``odt.online_steps=0``: ODT's likelihood-plus-entropy loss on the
+   offline data; with ``mse`` an ``algo: dt`` run with the DT's squared error;
+2. ``odt``: that DT fine-tuned online for ``--online-steps`` env steps: arm 1's own run resumed
+   with online steps (same optimiser, temperature and RNG streams), or, after ``mse``, a new
+   ``algo: odt`` run from its checkpoint (``odt.init_from``, a fresh spread head); its
+   wall-clock time W is recorded;
+3. ``dt_more``: control (a), arm 1 trained on with its own loss for the same wall-clock W on the
    offline data only;
 4. ``ppo``: control (b), rlformer PPO (GTrXL, observation and reward normalisation) from scratch
    with the same ``--online-steps`` env steps.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -97,7 +102,7 @@ def _dt_config(args: argparse.Namespace, task: Task, seed: int, steps: int) -> T
     return load_config(
         CONFIGS / task.dt_config,
         [
-            *_common(args, seed, "dt"),
+            *_common(args, seed, "pre"),
             f"env.id={task.env_id}",
             f"dt.dataset={args.dataset}",
             f"dt.train_steps={steps}",
@@ -106,6 +111,7 @@ def _dt_config(args: argparse.Namespace, task: Task, seed: int, steps: int) -> T
             f"dt.target_returns=[{task.target}]",
             "dt.log_every=100",
             "run.checkpoint_every=1000",
+            *args.dt_set,
         ],
     )
 
@@ -121,6 +127,49 @@ def _row(
     return Row(task_name, seed, arm, ret, _score(TASKS[task_name], ret), env_steps, grads, s)
 
 
+def _odt_config(
+    args: argparse.Namespace, task: Task, seed: int, name: str, extra: list[str]
+) -> TrainConfig:
+    return load_config(
+        CONFIGS / task.odt_config,
+        [
+            *_common(args, seed, name),
+            f"dt.dataset={args.dataset}",
+            f"dt.return_scale={args.return_scale}",
+            f"dt.warmup_steps={args.warmup}",
+            f"dt.target_returns=[{task.target}]",
+            "dt.log_every=100",
+            *([f"odt.updates_per_iteration={args.updates}"] if args.updates else []),
+            *args.dt_set,
+            *extra,
+        ],
+    )
+
+
+def _pretrained_dir(args: argparse.Namespace, seed: int) -> Path | None:
+    """The finished run of arm 1 of an earlier, interrupted invocation."""
+    finished = sorted(args.root.glob(f"{args.task}_pre_s{seed}-*/eval.json"))
+    return finished[-1].parent if finished else None
+
+
+def _pretrain_config(args: argparse.Namespace, task: Task, seed: int, steps: int) -> TrainConfig:
+    """Arm 1 (and control (a) with more steps): squared-error DT, or ODT's loss offline."""
+    if args.pretrain_loss == "mse":
+        return _dt_config(args, task, seed, steps)
+    return _odt_config(
+        args,
+        task,
+        seed,
+        "pre",
+        [
+            "odt.init_from=null",
+            f"odt.pretrain_steps={steps}",
+            "odt.online_steps=0",
+            "run.checkpoint_every=1000",
+        ],
+    )
+
+
 def run_seed(
     args: argparse.Namespace, seed: int, done: set[tuple[int, str]], record: Callable[[Row], None]
 ) -> None:
@@ -128,13 +177,13 @@ def run_seed(
     task = TASKS[args.task]
     key = f"target_{task.target:g}/return_mean"
     started = time.perf_counter()
-    dt_cfg = _dt_config(args, task, seed, args.pretrain_steps)
-    finished_dt = sorted(args.root.glob(f"{args.task}_dt_s{seed}-*/eval.json"))
-    dt_dir = finished_dt[-1].parent if finished_dt else None
-    if dt_dir is None or (seed, "offline_dt") not in done:
-        result = train(dt_cfg)
-        dt_dir = result.run_dir
+    pre_cfg = _pretrain_config(args, task, seed, args.pretrain_steps)
+    pre_dir = _pretrained_dir(args, seed)
+    if pre_dir is None or (seed, "offline_dt") not in done:
+        result = train(pre_cfg)
+        pre_dir = result.run_dir
         assert result.evaluation is not None
+        seconds = time.perf_counter() - started
         record(
             _row(
                 args.task,
@@ -143,27 +192,40 @@ def run_seed(
                 result.evaluation[key],
                 0,
                 args.pretrain_steps,
-                time.perf_counter() - started,
+                seconds,
             )
         )
 
     odt_seconds = None
     if (seed, "odt") not in done:
-        odt_cfg = load_config(
-            CONFIGS / task.odt_config,
-            [
-                *_common(args, seed, "odt"),
-                f"dt.dataset={args.dataset}",
-                f"dt.return_scale={args.return_scale}",
-                f"dt.warmup_steps={args.warmup}",
-                f"dt.target_returns=[{task.target}]",
-                f"odt.init_from={dt_dir}",
-                f"odt.online_steps={args.online_steps}",
-                *([f"odt.updates_per_iteration={args.updates}"] if args.updates else []),
-            ],
-        )
         started = time.perf_counter()
-        result = train(odt_cfg)
+        if args.pretrain_loss == "mse":
+            # Fine-tune the squared-error DT: a fresh spread head, optimiser and temperature.
+            odt_cfg = _odt_config(
+                args,
+                task,
+                seed,
+                "odt",
+                [f"odt.init_from={pre_dir}", f"odt.online_steps={args.online_steps}"],
+            )
+            result = train(odt_cfg)
+        else:
+            # Continue arm 1's own run (optimiser, temperature, RNG) online, in a copy of it.
+            odt_dir = args.root / f"{args.task}_odt_s{seed}-from-{pre_dir.name}"
+            shutil.rmtree(odt_dir, ignore_errors=True)
+            shutil.copytree(pre_dir, odt_dir)
+            odt_cfg = _odt_config(
+                args,
+                task,
+                seed,
+                "odt",
+                [
+                    "odt.init_from=null",
+                    f"odt.pretrain_steps={args.pretrain_steps}",
+                    f"odt.online_steps={args.online_steps}",
+                ],
+            )
+            result = train(odt_cfg, resume_dir=odt_dir)
         odt_seconds = time.perf_counter() - started
         assert result.evaluation is not None
         grads = newest_readable_checkpoint(result.run_dir)[1]["learner"]["step"]
@@ -176,11 +238,11 @@ def run_seed(
         odt_seconds = next(r.seconds for r in args.finished if (r.seed, r.arm) == (seed, "odt"))
 
     if (seed, "dt_more") not in done:
-        # Control (a): resume the offline DT and keep training it on the offline data for the
-        # wall-clock time ODT took.
-        more_cfg = _dt_config(args, task, seed, 10**9)
+        # Control (a): resume arm 1 and keep training it on the offline data, with the same
+        # loss, for the wall-clock time ODT took.
+        more_cfg = _pretrain_config(args, task, seed, 10**9)
         algo = build_algorithm(more_cfg)
-        path, payload = newest_readable_checkpoint(dt_dir)
+        path, payload = newest_readable_checkpoint(pre_dir)
         algo.restore(payload, path, trust=False)
         torch.set_rng_state(payload["torch_rng"])
         started = time.perf_counter()
@@ -264,6 +326,21 @@ def main() -> None:
     parser.add_argument("--online-steps", type=int, default=20_000)
     parser.add_argument(
         "--updates", type=int, default=0, help="odt.updates_per_iteration (0: config)"
+    )
+    parser.add_argument(
+        "--pretrain-loss",
+        choices=("mse", "odt"),
+        default="odt",
+        help="arm 1: a squared-error DT fine-tuned with a fresh spread head (mse), or ODT's "
+        "own loss offline, continued online by the same run (odt, as the paper does)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="dt_set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override for every DT and ODT arm (e.g. dt.act_context=5); repeatable",
     )
     parser.add_argument("--warmup", type=int, default=1000, help="dt.warmup_steps of every run")
     parser.add_argument("--return-scale", type=float, default=1000.0)

@@ -225,6 +225,23 @@ def test_resumes_after_its_init_from_checkpoint_is_gone(
     assert _rows(straight.run_dir) == _rows(resumed.run_dir)
 
 
+def test_pretraining_only_then_resumed_online_equals_one_run(walks: Path, tmp_path: Path) -> None:
+    """``odt.online_steps=0`` stops after pretraining; resuming that run with online steps
+    continues the same optimiser, temperature and RNG streams as a run that did both at once."""
+    # Dropout draws from torch's RNG, so a stray draw anywhere would show in the weights.
+    extra = ["rollout.backend=local", "run.checkpoint_every=1", "dt.core.dropout=0.1"]
+    straight = run(_tmaze_odt(walks, tmp_path / "straight", *extra))
+    pretrained = run(_tmaze_odt(walks, tmp_path / "staged", *extra, "odt.online_steps=0"))
+    saved = load_checkpoint(pretrained.run_dir)
+    assert saved["learner"]["step"] == 10 and saved["odt"]["env_steps"] == 0
+    assert not any("rollout/env_steps" in row for row in read_metrics(pretrained.run_dir))
+    resumed = run(_tmaze_odt(walks, tmp_path / "staged", *extra), resume_dir=pretrained.run_dir)
+    a, b = _final(straight.run_dir), _final(resumed.run_dir)
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert _rows(straight.run_dir) == _rows(resumed.run_dir)
+
+
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
         [sys.executable, "-m", "rlformer.cli", *args],
