@@ -490,14 +490,6 @@ def sweep_report(
     metric: Annotated[
         str | None, typer.Option(help="Final score to compare (default: the sweep's `score`).")
     ] = None,
-    act_context: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Decision Transformers: condition each action on the last N steps (at most "
-            "the training context; default: the agent's dt.act_context, else its context).",
-        ),
-    ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the table as JSON.")
     ] = None,
