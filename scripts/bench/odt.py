@@ -98,20 +98,27 @@ def _common(args: argparse.Namespace, seed: int, name: str) -> list[str]:
     ]
 
 
+def _dt_settings(args: argparse.Namespace, task: Task) -> list[str]:
+    """What every DT-family arm shares: data, scale, warm-up, target, logging, ``--set``."""
+    return [
+        f"dt.dataset={args.dataset}",
+        f"dt.return_scale={args.return_scale}",
+        f"dt.warmup_steps={args.warmup}",
+        f"dt.target_returns=[{task.target}]",
+        "dt.log_every=100",
+        *args.dt_set,
+    ]
+
+
 def _dt_config(args: argparse.Namespace, task: Task, seed: int, steps: int) -> TrainConfig:
     return load_config(
         CONFIGS / task.dt_config,
         [
             *_common(args, seed, "pre"),
             f"env.id={task.env_id}",
-            f"dt.dataset={args.dataset}",
             f"dt.train_steps={steps}",
-            f"dt.return_scale={args.return_scale}",
-            f"dt.warmup_steps={args.warmup}",
-            f"dt.target_returns=[{task.target}]",
-            "dt.log_every=100",
             "run.checkpoint_every=1000",
-            *args.dt_set,
+            *_dt_settings(args, task),
         ],
     )
 
@@ -134,13 +141,8 @@ def _odt_config(
         CONFIGS / task.odt_config,
         [
             *_common(args, seed, name),
-            f"dt.dataset={args.dataset}",
-            f"dt.return_scale={args.return_scale}",
-            f"dt.warmup_steps={args.warmup}",
-            f"dt.target_returns=[{task.target}]",
-            "dt.log_every=100",
             *([f"odt.updates_per_iteration={args.updates}"] if args.updates else []),
-            *args.dt_set,
+            *_dt_settings(args, task),
             *extra,
         ],
     )
