@@ -164,7 +164,13 @@ def evaluate(
         ),
     ] = None,
     num_envs: Annotated[int, typer.Option(min=1, help="Vector envs stepped together.")] = 8,
-    stochastic: Annotated[bool, typer.Option(help="Sample actions instead of the mode.")] = False,
+    stochastic: Annotated[
+        bool,
+        typer.Option(
+            help="Sample actions instead of the mode (Decision Transformers: online DTs and "
+            "discrete-action DTs)."
+        ),
+    ] = False,
     target_return: Annotated[
         list[str] | None,
         typer.Option(
@@ -230,6 +236,8 @@ def evaluate(
             fail("--target-return conditions Decision Transformers; none of the agents is one")
         if act_context is not None:
             _set_act_context(loaded, act_context)
+        if stochastic:
+            _check_can_sample(loaded)
         skipped: list[str] = []
         if suite is not None:
             chosen = load_suite(suite)
@@ -280,6 +288,15 @@ def _set_act_context(agents: list[Agent], steps: int) -> None:
                 f"({policy.context}); give at most {policy.context}"
             )
         policy.history = steps
+
+
+def _check_can_sample(agents: list[Agent]) -> None:
+    """``--stochastic``: fail before evaluating anything if a DT has no distribution to sample."""
+    from rlformer.evaluation.dt_runner import sampling_problem
+
+    for agent in agents:
+        if agent.kind == "dt" and (problem := sampling_problem(agent.dt_policy.model)):
+            fail(f"--stochastic: {agent.name}: {problem}; evaluate it without --stochastic")
 
 
 def _check_writable(path: Path) -> None:

@@ -267,7 +267,11 @@ class EvalConfig(StrictModel):
     """Evaluation at the end of training, and optionally during it (SB3's EvalCallback)."""
 
     episodes: int = Field(20, ge=0, description="Episodes for the final evaluation (0 skips it).")
-    deterministic: bool = Field(True, description="Greedy / mean actions during evaluation.")
+    deterministic: bool = Field(
+        True,
+        description="Greedy / mean actions during evaluation (false: sampled; Decision "
+        "Transformers sample only as online DTs or with discrete actions).",
+    )
     num_envs: int = Field(8, ge=1, description="Vector envs used for evaluation.")
     every: int = Field(
         0,

@@ -25,11 +25,16 @@ from rlformer.checkpoints import (
     load_weights,
     require_keys,
 )
-from rlformer.config import TrainConfig
+from rlformer.config import ConfigError, TrainConfig
 from rlformer.data import load_dataset
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.sampling import WindowSampler
-from rlformer.evaluation.dt_runner import DTPolicy, action_bounds, run_return_conditioned
+from rlformer.evaluation.dt_runner import (
+    DTPolicy,
+    action_bounds,
+    run_return_conditioned,
+    sampling_problem,
+)
 from rlformer.learners.dt import DTLearner
 from rlformer.models.decision_transformer import DecisionTransformer
 from rlformer.rollout.env_factory import env_from_config
@@ -150,6 +155,12 @@ class DT:
         )
         torch.manual_seed(cfg.run.seed)
         self.model = build_dt(cfg, self.observation_space, self.action_space)
+        problem = sampling_problem(self.model)
+        if not cfg.eval.deterministic and problem is not None:
+            raise ConfigError(
+                f"eval.deterministic: false samples actions, but {problem}; "
+                "set eval.deterministic: true"
+            )
         self.learner = self.make_learner()
         self.rng = np.random.default_rng(cfg.run.seed)
         self.normalization = {
@@ -244,7 +255,9 @@ class DT:
         metrics: dict[str, float] = {}
         lines = []
         for target in cfg.dt.target_returns:
-            result = run_return_conditioned(policy, cfg.env, target, episodes, seed=seed)
+            result = run_return_conditioned(
+                policy, cfg.env, target, episodes, seed=seed, deterministic=cfg.eval.deterministic
+            )
             summary = result.summary()
             metrics |= {f"target_{target:g}/{k}": v for k, v in summary.items()}
             line = (

@@ -181,6 +181,20 @@ def play_return_conditioned(
     ]
 
 
+def sampling_problem(model: DecisionTransformer) -> str | None:
+    """Why ``model`` has no action distribution to sample from, or None if it has one.
+
+    A discrete DT samples its softmax and an online DT its squashed Gaussian; a plain DT with
+    continuous actions regresses one action per step.
+    """
+    if model.discrete or model.stochastic:
+        return None
+    return (
+        "a Decision Transformer with continuous actions predicts one action per step, not a "
+        "distribution to sample (an online DT, algo: odt, has one)"
+    )
+
+
 def run_return_conditioned(
     policy: DTPolicy,
     env_cfg: EnvConfig,
@@ -188,13 +202,24 @@ def run_return_conditioned(
     episodes: int,
     seed: int = 0,
     max_steps: int = 10_000,
+    deterministic: bool = True,
 ) -> EpisodeResults:
-    """``episodes`` deterministic episodes in parallel (one env each), conditioned on
-    ``target_return``; env ``i`` is reset with ``seed + i``."""
+    """``episodes`` episodes in parallel (one env each), conditioned on ``target_return``; env
+    ``i`` is reset with ``seed + i``.
+
+    ``deterministic=False`` samples the actions (see :func:`sampling_problem`), from a generator
+    seeded with ``seed``, so a sampled evaluation repeats exactly.
+    """
+    generator = None
+    if not deterministic:
+        problem = sampling_problem(policy.model)
+        if problem is not None:
+            raise ValueError(f"cannot sample actions: {problem}")
+        generator = torch.Generator().manual_seed(seed)
     envs = [env_from_config(env_cfg) for _ in range(episodes)]
     try:
         played = play_return_conditioned(
-            policy, envs, target_return, [seed + i for i in range(episodes)], None, max_steps
+            policy, envs, target_return, [seed + i for i in range(episodes)], generator, max_steps
         )
     finally:
         for env in envs:

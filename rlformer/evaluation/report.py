@@ -75,7 +75,8 @@ def evaluate_task(
     """``episodes`` episodes per seed on one task; one report per target for a DT.
 
     Memory is reset at every episode start. Return-conditioned agents run each target's episodes
-    in parallel (one env per episode) and always act on the predicted mean / most likely action.
+    in parallel (one env per episode); ``deterministic=False`` samples their actions where the
+    model has a distribution (an online DT, a discrete DT) and is a ValueError otherwise.
     """
     check_fits(agent, env_cfg)
     label = label or env_cfg.id
@@ -90,11 +91,16 @@ def evaluate_task(
         for target in chosen:
             parts = [
                 run_return_conditioned(
-                    agent.dt_policy, env_cfg, target, episodes, seed=seed_offset(s)
+                    agent.dt_policy,
+                    env_cfg,
+                    target,
+                    episodes,
+                    seed=seed_offset(s),
+                    deterministic=deterministic,
                 )
                 for s in range(seeds)
             ]
-            reports.append(_report(agent, label, env_cfg, True, parts, normalizer, target))
+            reports.append(_report(agent, label, env_cfg, deterministic, parts, normalizer, target))
         return reports
     assert agent.make_source is not None
     slots = max(1, min(num_envs, episodes))

@@ -106,6 +106,51 @@ def test_memory_dt_fills_aligned_windows_and_passes_memory_on() -> None:
     assert [c["memory"] for c in calls] == [False] * 4 + [False, True, True]
 
 
+def _untrained_policy(env_id: str, discrete: bool, stochastic: bool) -> DTPolicy:
+    import gymnasium as gym
+
+    from rlformer.evaluation.dt_runner import action_bounds
+
+    env = gym.make(env_id)
+    space = env.action_space
+    env.close()
+    torch.manual_seed(0)
+    core = CoreConfig(n_layers=1, d_model=16, n_heads=1, d_ff=32, precision="fp32")
+    act_dim = int(space.n) if discrete else int(np.prod(space.shape))
+    state_dim = 4 if discrete else 3
+    model = DecisionTransformer(state_dim, act_dim, discrete, core, stochastic=stochastic)
+    low, high = action_bounds(space)
+    mean, std = np.zeros(state_dim, np.float32), np.ones(state_dim, np.float32)
+    return DTPolicy(model, mean, std, 100.0, 4, False, action_low=low, action_high=high)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "discrete", "stochastic"),
+    [("Pendulum-v1", False, True), ("CartPole-v1", True, False)],
+    ids=["online-dt", "discrete-dt"],
+)
+def test_sampled_evaluation_repeats_per_seed_and_differs_from_the_mode(
+    env_id: str, discrete: bool, stochastic: bool
+) -> None:
+    policy = _untrained_policy(env_id, discrete, stochastic)
+    env = EnvConfig(id=env_id, max_episode_steps=30)
+
+    def returns(deterministic: bool, seed: int = 5) -> list[float]:
+        run = run_return_conditioned(policy, env, -100.0, 3, seed=seed, deterministic=deterministic)
+        return run.returns
+
+    sampled = returns(False)
+    assert returns(False) == sampled  # the generator is seeded with the evaluation seed
+    assert returns(True) != sampled
+    assert returns(True) == returns(True)
+
+
+def test_a_regression_dt_refuses_to_sample() -> None:
+    policy = _untrained_policy("Pendulum-v1", discrete=False, stochastic=False)
+    with pytest.raises(ValueError, match="algo: odt"):
+        run_return_conditioned(policy, EnvConfig(id="Pendulum-v1"), -100.0, 1, deterministic=False)
+
+
 @pytest.mark.slow
 def test_dt_trains_from_a_recorded_dataset_and_resumes(tmp_path: Path) -> None:
     def cli(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
@@ -168,6 +213,14 @@ def test_dt_trains_from_a_recorded_dataset_and_resumes(tmp_path: Path) -> None:
     assert len(json.loads((tmp_path / "ac.json").read_text())["reports"]) == 2
     too_long = cli("eval", str(run_dir), "--act-context", "6", ok=False)
     assert "longer than" in too_long.stderr and "at most 5" in too_long.stderr
+    # A squared-error DT on continuous actions has nothing to sample: refused before any episode,
+    # in evaluation as in a training config.
+    sampled = cli("eval", str(run_dir), "--stochastic", ok=False)
+    assert "--stochastic" in sampled.stderr and "algo: odt" in sampled.stderr
+    runs_before = set((tmp_path / "runs").iterdir())
+    refused = cli("train", "--set", "eval.deterministic=false", *common, ok=False)
+    assert "eval.deterministic: false" in refused.stderr and "algo: odt" in refused.stderr
+    assert set((tmp_path / "runs").iterdir()) == runs_before
     # Targets as a comma list, a repeated option, and space-separated (`--target-return 50 100`).
     result = cli(
         "eval",
