@@ -578,6 +578,54 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+# Per algorithm, the sections it never reads, and what they configure instead.
+_UNREAD_SECTIONS: dict[str, dict[str, str]] = {
+    "ppo": {
+        "dt": "it configures the Decision Transformers, algo dt and odt",
+        "odt": "it configures the online Decision Transformer, algo odt",
+    },
+    "dt": {
+        "model": "a Decision Transformer's network is dt.core",
+        "ppo": "it configures PPO",
+        "rollout": "an offline DT collects no rollouts",
+        "odt": "it configures the online Decision Transformer, algo odt",
+    },
+    "odt": {
+        "model": "a Decision Transformer's network is dt.core",
+        "ppo": "it configures PPO",
+    },
+}
+
+
+def _changed_keys(values: dict[str, Any], defaults: dict[str, Any], prefix: str) -> list[str]:
+    """Dotted keys whose value differs from the default, depth first."""
+    changed = []
+    for key, value in values.items():
+        default = defaults.get(key)
+        if isinstance(value, dict) and isinstance(default, dict):
+            changed += _changed_keys(value, default, f"{prefix}{key}.")
+        elif value != default:
+            changed.append(f"{prefix}{key}")
+    return changed
+
+
+def check_sections_read(cfg: TrainConfig) -> None:
+    """Refuse a key that the chosen algorithm would ignore, such as ``model.core.n_layers`` for a
+    DT (its network is ``dt.core``), instead of training something other than what was asked.
+
+    Applied to configs a user writes, not to those stored in checkpoints.
+    """
+    defaults = TrainConfig(algo=cfg.algo)
+    for section, instead in _UNREAD_SECTIONS[cfg.algo].items():
+        values = getattr(cfg, section).model_dump(mode="json")
+        changed = _changed_keys(values, getattr(defaults, section).model_dump(mode="json"), "")
+        if changed:
+            raise ConfigError(
+                f"{section}.{changed[0]} is set, but algo {cfg.algo} never reads the {section} "
+                f"section ({instead}); remove it"
+            )
+
+
 def build_config(raw: dict[str, Any]) -> TrainConfig:
     """Validate a raw mapping, laid over the preset it names, into a :class:`TrainConfig` or
     raise :class:`ConfigError`."""
@@ -586,9 +634,11 @@ def build_config(raw: dict[str, Any]) -> TrainConfig:
     except UnknownPresetError as err:
         raise ConfigError(str(err)) from None
     try:
-        return TrainConfig.model_validate(raw)
+        cfg = TrainConfig.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(format_validation_error(err)) from None
+    check_sections_read(cfg)
+    return cfg
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> TrainConfig:

@@ -116,3 +116,32 @@ def test_config_reference_doc_is_current() -> None:
     doc = (Path(__file__).parents[2] / "docs" / "CONFIG.md").read_text()
     body = doc.split("```\n")[1].splitlines()
     assert body == reference_lines(), "docs/CONFIG.md differs from `rlformer config-doc`"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["algo=dt", "model.core.n_layers=4"], "model.core.n_layers is set, but algo dt never"),
+        (["algo=dt", "rollout.num_workers=2"], "an offline DT collects no rollouts"),
+        (["algo=odt", "ppo.learning_rate=0.1"], "algo odt never reads the ppo section"),
+        (["algo=odt", "model.torso=lstm"], "network is dt.core"),
+        (["dt.context=5"], "algo ppo never reads the dt section"),
+        (["odt.replay_size=50"], "algo ppo never reads the odt section"),
+    ],
+)
+def test_keys_the_algorithm_would_ignore_are_refused(overrides: list[str], expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        load_config(None, overrides)
+
+
+def test_sections_an_algorithm_reads_are_accepted(tmp_path: Path) -> None:
+    odt = load_config(None, ["algo=odt", "rollout.envs_per_worker=4", "dt.context=5"])
+    assert odt.rollout.envs_per_worker == 4 and odt.dt.context == 5
+    # A resolved config, every section written out at its defaults, loads again.
+    assert load_config(_write(tmp_path, dump_config(odt))) == odt
+    assert (
+        load_config(None, ["model.core.n_layers=2", "ppo.update_epochs=2"]).ppo.update_epochs == 2
+    )
+    # Configs stored in checkpoints are not re-checked: older runs stay loadable for evaluation.
+    stored = TrainConfig.model_validate({"algo": "dt", "model": {"torso": "lstm"}})
+    assert stored.model.torso == "lstm"
