@@ -93,6 +93,32 @@ def _played(
         algo.close()
 
 
+def test_evaluation_samples_actions_when_asked(cartpole: Path, tmp_path: Path) -> None:
+    """eval.deterministic: false plays the stochastic DT's samples, seeded by the evaluation."""
+
+    def odt(deterministic: bool) -> ODT:
+        return build_algorithm(
+            load_config(
+                None,
+                [
+                    "algo=odt",
+                    "env.id=CartPole-v1",
+                    f"dt.dataset={cartpole}",
+                    *TINY_DT,
+                    "dt.target_returns=[100]",
+                    f"eval.deterministic={str(deterministic).lower()}",
+                    f"run.root={tmp_path}",
+                    "run.progress=false",
+                ],
+            )
+        )
+
+    sampled = odt(deterministic=False)
+    scores = sampled.evaluate(4, seed=7).metrics
+    assert sampled.evaluate(4, seed=7).metrics == scores
+    assert odt(deterministic=True).evaluate(4, seed=7).metrics != scores
+
+
 @pytest.mark.slow
 def test_online_collection_on_ray_equals_local(walks: Path, tmp_path: Path) -> None:
     local_episodes, local_sources, local_weights = _played("local", walks, tmp_path / "local")
