@@ -578,7 +578,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-# Per algorithm, the sections it never reads, and what they configure instead.
+# Per algorithm, the sections (or single keys) it never reads, and what they configure instead.
 _UNREAD_SECTIONS: dict[str, dict[str, str]] = {
     "ppo": {
         "dt": "it configures the Decision Transformers, algo dt and odt",
@@ -593,6 +593,7 @@ _UNREAD_SECTIONS: dict[str, dict[str, str]] = {
     "odt": {
         "model": "a Decision Transformer's network is dt.core",
         "ppo": "it configures PPO",
+        "rollout.fragment_length": "an online DT collects whole episodes",
     },
 }
 
@@ -615,10 +616,17 @@ def check_sections_read(cfg: TrainConfig) -> None:
 
     Applied to configs a user writes, not to those stored in checkpoints.
     """
-    defaults = TrainConfig(algo=cfg.algo)
-    for section, instead in _UNREAD_SECTIONS[cfg.algo].items():
-        values = getattr(cfg, section).model_dump(mode="json")
-        changed = _changed_keys(values, getattr(defaults, section).model_dump(mode="json"), "")
+    values = cfg.model_dump(mode="json")
+    defaults = TrainConfig(algo=cfg.algo).model_dump(mode="json")
+    for path, instead in _UNREAD_SECTIONS[cfg.algo].items():
+        section, _, key = path.partition(".")
+        if key:  # one key of a section the algorithm reads otherwise
+            if values[section][key] != defaults[section][key]:
+                raise ConfigError(
+                    f"{path} is set, but algo {cfg.algo} never reads it ({instead}); remove it"
+                )
+            continue
+        changed = _changed_keys(values[section], defaults[section], "")
         if changed:
             raise ConfigError(
                 f"{section}.{changed[0]} is set, but algo {cfg.algo} never reads the {section} "

@@ -127,6 +127,7 @@ def test_config_reference_doc_is_current() -> None:
         (["algo=odt", "model.torso=lstm"], "network is dt.core"),
         (["dt.context=5"], "algo ppo never reads the dt section"),
         (["odt.replay_size=50"], "algo ppo never reads the odt section"),
+        (["algo=odt", "rollout.fragment_length=32"], "collects whole episodes"),
     ],
 )
 def test_keys_the_algorithm_would_ignore_are_refused(overrides: list[str], expected: str) -> None:
