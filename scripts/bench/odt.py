@@ -118,7 +118,9 @@ def _dt_config(args: argparse.Namespace, task: Task, seed: int, steps: int) -> T
             f"env.id={task.env_id}",
             f"dt.train_steps={steps}",
             "run.checkpoint_every=1000",
-            *_dt_settings(args, task),
+            # The squared-error DT reads no odt.* or rollout.* keys (its config refuses them);
+            # those of --set are for the ODT arm.
+            *[s for s in _dt_settings(args, task) if not s.startswith(("odt.", "rollout."))],
         ],
     )
 
