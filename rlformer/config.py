@@ -610,33 +610,36 @@ def _changed_keys(values: dict[str, Any], defaults: dict[str, Any], prefix: str)
     return changed
 
 
+def _refuse_unread(algo: str, key: str) -> None:
+    """ConfigError if ``algo`` never reads the dotted ``key``."""
+    for path, instead in _UNREAD_SECTIONS[algo].items():
+        if key == path:
+            raise ConfigError(
+                f"{key} is set, but algo {algo} never reads it ({instead}); remove it"
+            )
+        if key.startswith(f"{path}.") and "." not in path:
+            raise ConfigError(
+                f"{key} is set, but algo {algo} never reads the {path} section ({instead}); "
+                "remove it"
+            )
+
+
 def check_sections_read(cfg: TrainConfig) -> None:
     """Refuse a key that the chosen algorithm would ignore, such as ``model.core.n_layers`` for a
     DT (its network is ``dt.core``), instead of training something other than what was asked.
 
-    Applied to configs a user writes, not to those stored in checkpoints.
+    A key counts as set when its value differs from the algorithm's default.
     """
     values = cfg.model_dump(mode="json")
     defaults = TrainConfig(algo=cfg.algo).model_dump(mode="json")
-    for path, instead in _UNREAD_SECTIONS[cfg.algo].items():
-        section, _, key = path.partition(".")
-        if key:  # one key of a section the algorithm reads otherwise
-            if values[section][key] != defaults[section][key]:
-                raise ConfigError(
-                    f"{path} is set, but algo {cfg.algo} never reads it ({instead}); remove it"
-                )
-            continue
-        changed = _changed_keys(values[section], defaults[section], "")
-        if changed:
-            raise ConfigError(
-                f"{section}.{changed[0]} is set, but algo {cfg.algo} never reads the {section} "
-                f"section ({instead}); remove it"
-            )
+    for section in {path.partition(".")[0] for path in _UNREAD_SECTIONS[cfg.algo]}:
+        for key in _changed_keys(values[section], defaults[section], f"{section}."):
+            _refuse_unread(cfg.algo, key)
 
 
-def build_config(raw: dict[str, Any]) -> TrainConfig:
+def build_config(raw: dict[str, Any], check_unread: bool = True) -> TrainConfig:
     """Validate a raw mapping, laid over the preset it names, into a :class:`TrainConfig` or
-    raise :class:`ConfigError`."""
+    raise :class:`ConfigError` (with ``check_unread``, also for keys the algorithm ignores)."""
     try:
         raw = apply_preset(raw)
     except UnknownPresetError as err:
@@ -645,7 +648,8 @@ def build_config(raw: dict[str, Any]) -> TrainConfig:
         cfg = TrainConfig.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(format_validation_error(err)) from None
-    check_sections_read(cfg)
+    if check_unread:
+        check_sections_read(cfg)
     return cfg
 
 
@@ -653,6 +657,19 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     """Load ``path`` (or the defaults when None), apply ``--set`` overrides and validate."""
     raw = read_yaml(path) if path is not None else {}
     return build_config(apply_overrides(raw, list(overrides or [])))
+
+
+def load_saved_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
+    """A run directory's resolved config plus ``--set`` overrides, for ``--resume``.
+
+    The saved config is taken as it is: it was checked when the run started, and it lists every
+    section, including those the algorithm never read at their defaults of that time. Only the
+    overrides are checked for keys the algorithm ignores.
+    """
+    cfg = build_config(apply_overrides(read_yaml(path), list(overrides or [])), False)
+    for item in overrides or []:
+        _refuse_unread(cfg.algo, item.partition("=")[0].strip())
+    return cfg
 
 
 def dump_config(cfg: TrainConfig) -> str:

@@ -19,7 +19,7 @@ from rlformer.algos.loop import (
 )
 from rlformer.algos.ppo import agent_from_payload, build_model, format_evaluation, load_agent
 from rlformer.checkpoints import CheckpointError
-from rlformer.config import TrainConfig, load_config
+from rlformer.config import TrainConfig, load_saved_config
 
 __all__ = [
     "RUN_FAILURES",
@@ -54,5 +54,5 @@ def resume(
     """Continue a run from its newest readable checkpoint with the config saved beside it."""
     if not Path(run_dir).is_dir():
         raise CheckpointError(f"{run_dir}: run directory not found")
-    cfg = load_config(Path(run_dir) / "config.yaml", overrides)
+    cfg = load_saved_config(Path(run_dir) / "config.yaml", overrides)
     return run(cfg, resume_dir=run_dir, trust=trust)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rlformer.config import (
     ConfigError,
@@ -146,3 +147,19 @@ def test_sections_an_algorithm_reads_are_accepted(tmp_path: Path) -> None:
     # Configs stored in checkpoints are not re-checked: older runs stay loadable for evaluation.
     stored = TrainConfig.model_validate({"algo": "dt", "model": {"torso": "lstm"}})
     assert stored.model.torso == "lstm"
+
+
+def test_resumed_configs_check_only_the_new_overrides(tmp_path: Path) -> None:
+    from rlformer.config import load_saved_config
+
+    # A DT run saved by a version whose PPO model defaults differed: the saved file lists the
+    # unread model section with other values. Resuming it must still work.
+    saved = load_config(None, ["algo=dt", "dt.context=5"]).model_dump(mode="json")
+    saved["model"]["core"]["gate_bias"] = 2.0
+    path = _write(tmp_path, yaml.safe_dump(saved))
+    with pytest.raises(ConfigError, match="model.core.gate_bias is set"):
+        load_config(path)
+    assert load_saved_config(path).model.core.gate_bias == 2.0
+    assert load_saved_config(path, ["dt.train_steps=50"]).dt.train_steps == 50
+    with pytest.raises(ConfigError, match="model.core.n_layers is set, but algo dt never"):
+        load_saved_config(path, ["model.core.n_layers=4"])
