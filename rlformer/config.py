@@ -579,7 +579,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 
 # Per algorithm, the sections (or single keys) it never reads, and what they configure instead.
-_UNREAD_SECTIONS: dict[str, dict[str, str]] = {
+_UNREAD_PATHS: dict[str, dict[str, str]] = {
     "ppo": {
         "dt": "it configures the Decision Transformers, algo dt and odt",
         "odt": "it configures the online Decision Transformer, algo odt",
@@ -612,7 +612,7 @@ def _changed_keys(values: dict[str, Any], defaults: dict[str, Any], prefix: str)
 
 def _refuse_unread(algo: str, key: str) -> None:
     """ConfigError if ``algo`` never reads the dotted ``key``."""
-    for path, instead in _UNREAD_SECTIONS[algo].items():
+    for path, instead in _UNREAD_PATHS[algo].items():
         if key == path:
             raise ConfigError(
                 f"{key} is set, but algo {algo} never reads it ({instead}); remove it"
@@ -632,7 +632,7 @@ def check_sections_read(cfg: TrainConfig) -> None:
     """
     values = cfg.model_dump(mode="json")
     defaults = TrainConfig(algo=cfg.algo).model_dump(mode="json")
-    for section in {path.partition(".")[0] for path in _UNREAD_SECTIONS[cfg.algo]}:
+    for section in dict.fromkeys(path.partition(".")[0] for path in _UNREAD_PATHS[cfg.algo]):
         for key in _changed_keys(values[section], defaults[section], f"{section}."):
             _refuse_unread(cfg.algo, key)
 
@@ -668,7 +668,7 @@ def load_saved_config(path: str | Path, overrides: list[str] | None = None) -> T
     """
     cfg = build_config(apply_overrides(read_yaml(path), list(overrides or [])), False)
     for item in overrides or []:
-        _refuse_unread(cfg.algo, item.partition("=")[0].strip())
+        _refuse_unread(cfg.algo, ".".join(parse_override(item)[0]))
     return cfg
 
 
