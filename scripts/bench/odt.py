@@ -18,8 +18,9 @@ Per task and seed, in one process, one arm after another:
 Every arm ends with the same deterministic evaluation (``--episodes`` episodes, seeds disjoint
 from training). Hopper scores are D4RL-normalised (0 = random, 100 = D4RL expert); CartPole has
 no D4RL reference, so its scores are raw returns. Rows go to ``--out`` (JSONL) as they finish, so
-a killed run continues where it stopped; the summary (mean and IQM with bootstrap 95% CIs over
-seeds) is printed at the end or with ``--report-only``.
+a killed run continues where it stopped, and ``--extend`` continues an earlier invocation's ODT
+runs to a larger ``--online-steps`` (control (a) then gets their whole time). The summary (mean
+and IQM with bootstrap 95% CIs over seeds) is printed at the end or with ``--report-only``.
 
     .venv/bin/python scripts/bench/odt.py --task cartpole --dataset data/cartpole_medium.hdf5
     .venv/bin/python scripts/bench/odt.py --task hopper --dataset data/hopper/hopper-medium.hdf5
@@ -174,12 +175,46 @@ def _pretrain_config(args: argparse.Namespace, task: Task, seed: int, steps: int
     )
 
 
+@dataclass(frozen=True)
+class EarlierRuns:
+    """What ``--extend`` continues for one seed: the earlier ODT run and the seconds it took."""
+
+    odt_dir: Path
+    odt_seconds: float
+
+
+def _extended_runs(
+    args: argparse.Namespace, seed: int, done: set[tuple[int, str]], record: Callable[[Row], None]
+) -> EarlierRuns:
+    """Take one seed's arm 1 and ODT run from an earlier invocation with fewer online steps.
+
+    Arm 1 is copied into ``--root`` (control (a) resumes it) and its row carried over unchanged;
+    the ODT run is continued to ``--online-steps``, and its seconds count the earlier part too,
+    so control (a) gets the whole run's wall-clock time.
+    """
+    old_root, old_results = args.extend
+    rows = [Row(**json.loads(line)) for line in old_results.read_text().splitlines()]
+    mine = {r.arm: r for r in rows if r.task == args.task and r.seed == seed}
+    old_pre = sorted(old_root.glob(f"{args.task}_pre_s{seed}-*/eval.json"))
+    old_odt = sorted(old_root.glob(f"{args.task}_odt_s{seed}-from-*/eval.json"))
+    if not (old_pre and old_odt and {"offline_dt", "odt"} <= mine.keys()):
+        raise SystemExit(
+            f"--extend: no finished arm-1 and ODT runs of seed {seed} in {old_root} "
+            f"with rows in {old_results}"
+        )
+    if (seed, "offline_dt") not in done:
+        shutil.copytree(old_pre[-1].parent, args.root / old_pre[-1].parent.name)
+        record(mine["offline_dt"])
+    return EarlierRuns(old_odt[-1].parent, mine["odt"].seconds)
+
+
 def run_seed(
     args: argparse.Namespace, seed: int, done: set[tuple[int, str]], record: Callable[[Row], None]
 ) -> None:
     """The four arms of one seed (skipping those already in the results file)."""
     task = TASKS[args.task]
     key = f"target_{task.target:g}/return_mean"
+    earlier = _extended_runs(args, seed, done, record) if args.extend else None
     started = time.perf_counter()
     pre_cfg = _pretrain_config(args, task, seed, args.pretrain_steps)
     pre_dir = _pretrained_dir(args, seed)
@@ -214,10 +249,14 @@ def run_seed(
             )
             result = train(odt_cfg)
         else:
-            # Continue arm 1's own run (optimiser, temperature, RNG) online, in a copy of it.
-            odt_dir = args.root / f"{args.task}_odt_s{seed}-from-{pre_dir.name}"
+            # Continue arm 1's own run (optimiser, temperature, RNG) online, in a copy of it;
+            # with --extend, continue the earlier invocation's finished ODT run instead.
+            source = earlier.odt_dir if earlier else pre_dir
+            odt_dir = args.root / (
+                source.name if earlier else f"{args.task}_odt_s{seed}-from-{pre_dir.name}"
+            )
             shutil.rmtree(odt_dir, ignore_errors=True)
-            shutil.copytree(pre_dir, odt_dir)
+            shutil.copytree(source, odt_dir)
             odt_cfg = _odt_config(
                 args,
                 task,
@@ -230,7 +269,7 @@ def run_seed(
                 ],
             )
             result = train(odt_cfg, resume_dir=odt_dir)
-        odt_seconds = time.perf_counter() - started
+        odt_seconds = time.perf_counter() - started + (earlier.odt_seconds if earlier else 0.0)
         assert result.evaluation is not None
         grads = newest_readable_checkpoint(result.run_dir)[1]["learner"]["step"]
         record(
@@ -351,6 +390,14 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--out", type=Path, default=Path("docs/odt/results.jsonl"))
     parser.add_argument("--root", type=Path, default=Path("runs/odt_bench"))
+    parser.add_argument(
+        "--extend",
+        nargs=2,
+        type=Path,
+        metavar=("ROOT", "RESULTS"),
+        help="continue the finished ODT runs of an earlier invocation (its --root and --out) "
+        "to --online-steps, instead of starting them again from arm 1",
+    )
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
