@@ -188,9 +188,9 @@ def _extended_runs(
 ) -> EarlierRuns:
     """Take one seed's arm 1 and ODT run from an earlier invocation with fewer online steps.
 
-    Arm 1 is copied into ``--root`` (control (a) resumes it) and its row carried over unchanged;
-    the ODT run is continued to ``--online-steps``, and its seconds count the earlier part too,
-    so control (a) gets the whole run's wall-clock time.
+    Arm 1 is copied into ``--root`` (control (a) resumes it) and its row carried over unchanged
+    (and added to ``done``); the ODT run is continued to ``--online-steps``, and its seconds count
+    the earlier part too, so control (a) gets the whole run's wall-clock time.
     """
     old_root, old_results = args.extend
     rows = [Row(**json.loads(line)) for line in old_results.read_text().splitlines()]
@@ -203,8 +203,9 @@ def _extended_runs(
             f"with rows in {old_results}"
         )
     if (seed, "offline_dt") not in done:
-        shutil.copytree(old_pre[-1].parent, args.root / old_pre[-1].parent.name)
+        shutil.copytree(old_pre[-1].parent, args.root / old_pre[-1].parent.name, dirs_exist_ok=True)
         record(mine["offline_dt"])
+        done.add((seed, "offline_dt"))
     return EarlierRuns(old_odt[-1].parent, mine["odt"].seconds)
 
 
