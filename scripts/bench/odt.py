@@ -412,6 +412,8 @@ def main() -> None:
     if not args.report_only:
         if args.dataset is None:
             parser.error("--dataset is required unless --report-only")
+        if args.extend and args.pretrain_loss == "mse":
+            parser.error("--extend continues ODT runs of --pretrain-loss odt only")
 
         def record(row: Row) -> None:
             with args.out.open("a") as handle:
