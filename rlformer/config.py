@@ -421,7 +421,10 @@ class ODTConfig(StrictModel):
     replay_size: int = Field(
         1000,
         ge=1,
-        description="Trajectories in the FIFO replay buffer (seeded with the best offline ones).",
+        description=(
+            "Trajectories in the FIFO replay buffer (seeded with the best offline ones); a "
+            "resumed run may change it only while the buffer holds no online trajectories yet."
+        ),
     )
     exploration_return: float | None = Field(
         None,

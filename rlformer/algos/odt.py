@@ -38,7 +38,7 @@ from rlformer.checkpoints import (
 from rlformer.config import TrainConfig
 from rlformer.data.episodes import Dataset
 from rlformer.data.sampling import WindowSampler
-from rlformer.data.trajectory_buffer import TrajectoryBuffer
+from rlformer.data.trajectory_buffer import CapacityChanged, TrajectoryBuffer
 from rlformer.learners.odt import ODTLearner
 from rlformer.rollout.collector import Collector, WorkerSpec, make_collector
 
@@ -229,7 +229,14 @@ class ODT(DT):
         self._use_state_stats(payload["normalization"])  # odt.init_from's, if it had one
         state = payload["odt"]
         self.env_steps = int(state["env_steps"])
-        self.buffer.load_state_dict(state["buffer"], self.dataset.episodes)
+        try:
+            self.buffer.load_state_dict(state["buffer"], self.dataset.episodes)
+        except CapacityChanged as err:
+            raise CheckpointError(
+                f"{path}: its replay buffer holds online trajectories at odt.replay_size="
+                f"{err.saved}, not {self.buffer.capacity}; resume with --set "
+                f"odt.replay_size={err.saved} (the size can change only before going online)"
+            ) from None
         self._restored_workers = state["workers"]
 
 

@@ -19,6 +19,17 @@ import torch
 from rlformer.data.episodes import Episode
 
 
+class CapacityChanged(ValueError):
+    """A checkpointed buffer that already holds online trajectories, loaded at another size."""
+
+    def __init__(self, saved: int, now: int) -> None:
+        super().__init__(
+            f"the replay buffer held online trajectories at capacity {saved}, and cannot be "
+            f"restored at capacity {now}"
+        )
+        self.saved = saved
+
+
 class TrajectoryBuffer:
     """Whole trajectories, at most ``capacity`` of them.
 
@@ -65,6 +76,7 @@ class TrajectoryBuffer:
             if source < 0
         }
         return {
+            "capacity": self.capacity,
             "sources": list(self.sources),
             "next_slot": self.next_slot,
             "added": self.added,
@@ -72,7 +84,19 @@ class TrajectoryBuffer:
         }
 
     def load_state_dict(self, state: dict[str, Any], offline: list[Episode]) -> None:
-        """Rebuild the slots: offline trajectories from ``offline``, online ones from ``state``."""
+        """Rebuild the slots: offline trajectories from ``offline``, online ones from ``state``.
+
+        Before any online trajectory the slots are just the best offline ones, so they are kept
+        as built for this buffer's capacity: a run pretrained offline can go online with another
+        buffer size. Once online trajectories are in, which of them a smaller or larger buffer
+        would hold is undefined, so a changed capacity raises :class:`CapacityChanged`.
+        """
+        if int(state["added"]) == 0:
+            return
+        # Checkpoints before the capacity was stored betray a shrunk buffer by their slot count.
+        saved = int(state.get("capacity", len(state["sources"])))
+        if saved != self.capacity and ("capacity" in state or saved > self.capacity):
+            raise CapacityChanged(saved, self.capacity)
         episodes = []
         for source in state["sources"]:
             if source >= 0:

@@ -12,7 +12,7 @@ from rlformer.config import DTConfig, ODTConfig
 from rlformer.core import CoreConfig
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.sampling import WindowBatch, WindowSampler
-from rlformer.data.trajectory_buffer import TrajectoryBuffer
+from rlformer.data.trajectory_buffer import CapacityChanged, TrajectoryBuffer
 from rlformer.learners.odt import ODTLearner, default_target_entropy, nll_and_entropy
 from rlformer.models.decision_transformer import DecisionTransformer, DTOutput
 
@@ -161,6 +161,33 @@ def test_buffer_fills_before_it_overwrites() -> None:
     buffer = TrajectoryBuffer(4, [_episode([1.0]), _episode([2.0])])
     buffer.add([_episode([10.0]), _episode([20.0]), _episode([30.0])])
     assert [e.episode_return for e in buffer.episodes] == [30.0, 2.0, 10.0, 20.0]
+
+
+def test_buffer_without_online_trajectories_restores_at_a_new_capacity() -> None:
+    """A run pretrained offline goes online with the buffer size it is resumed with."""
+    offline = [_episode([r]) for r in (5.0, 1.0, 9.0, 3.0, 7.0)]
+    state = TrajectoryBuffer(2, offline).state_dict()
+    larger = TrajectoryBuffer(4, offline)
+    larger.load_state_dict(state, offline)
+    assert [e.episode_return for e in larger.episodes] == [3.0, 5.0, 7.0, 9.0]
+    larger.add([_episode([100.0])])
+    assert [e.episode_return for e in larger.episodes] == [100.0, 5.0, 7.0, 9.0]
+
+
+@pytest.mark.parametrize("stored_capacity", [True, False])
+def test_buffer_with_online_trajectories_refuses_another_capacity(stored_capacity: bool) -> None:
+    offline = [_episode([r]) for r in (5.0, 1.0, 9.0)]
+    buffer = TrajectoryBuffer(3, offline)
+    buffer.add([_episode([100.0])])
+    state = buffer.state_dict()
+    if not stored_capacity:  # a checkpoint from before the capacity was stored
+        del state["capacity"]
+    with pytest.raises(CapacityChanged, match="capacity 3") as caught:
+        TrajectoryBuffer(2, offline).load_state_dict(state, offline)
+    assert caught.value.saved == 3
+    if stored_capacity:
+        with pytest.raises(CapacityChanged):
+            TrajectoryBuffer(4, offline).load_state_dict(state, offline)
 
 
 def test_hindsight_returns_to_go_come_from_achieved_rewards() -> None:

@@ -22,6 +22,7 @@ from rlformer.config import TrainConfig, load_config
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.recorder import collect_dataset
 from rlformer.data.synthetic import tmaze_walks
+from rlformer.data.trajectory_buffer import TrajectoryBuffer
 from rlformer.interrupts import Interrupted
 from rlformer.runs import read_metrics
 from rlformer.training import train
@@ -266,6 +267,30 @@ def test_pretraining_only_then_resumed_online_equals_one_run(walks: Path, tmp_pa
     for key in a:
         assert torch.equal(a[key], b[key]), key
     assert _rows(straight.run_dir) == _rows(resumed.run_dir)
+
+
+def test_buffer_size_may_change_until_the_run_goes_online(walks: Path, tmp_path: Path) -> None:
+    """A pretrained run resumed online fills the buffer size it is resumed with; once online
+    trajectories are in, another size is refused with the setting to use, and nothing is lost."""
+    extra = ["rollout.backend=local", "run.checkpoint_every=1"]
+    pretrained = run(_tmaze_odt(walks, tmp_path, *extra, "odt.online_steps=0"))
+    online = run(
+        _tmaze_odt(walks, tmp_path, *extra, "odt.replay_size=35"), resume_dir=pretrained.run_dir
+    )
+    state = load_checkpoint(online.run_dir)["odt"]["buffer"]
+    added = state["added"]
+    assert 0 < added < 35
+    expected = TrajectoryBuffer(35, build_algorithm(_tmaze_odt(walks, tmp_path)).dataset.episodes)
+    expected.add(expected.episodes[:added])  # any trajectories: only the slots' order matters
+    assert [s for s in state["sources"] if s >= 0] == [s for s in expected.sources if s >= 0]
+
+    newest = sorted((online.run_dir / "checkpoints").glob("ckpt_*.pt"))[-1].read_bytes()
+    with pytest.raises(CheckpointError, match="--set odt.replay_size=35"):
+        run(
+            _tmaze_odt(walks, tmp_path, *extra, "odt.replay_size=30", "odt.online_steps=120"),
+            resume_dir=online.run_dir,
+        )
+    assert sorted((online.run_dir / "checkpoints").glob("ckpt_*.pt"))[-1].read_bytes() == newest
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
