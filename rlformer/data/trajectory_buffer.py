@@ -41,12 +41,20 @@ class TrajectoryBuffer:
 
     def __init__(self, capacity: int, offline: list[Episode]) -> None:
         self.capacity = capacity
-        returns = np.array([e.episode_return for e in offline])
-        best = np.argsort(returns, kind="stable")[-capacity:] if offline else []
-        self.episodes: list[Episode] = [offline[i] for i in best]
-        self.sources: list[int] = [int(i) for i in best]
+        self.episodes: list[Episode] = []
+        self.sources: list[int] = []
         self.next_slot = 0  # overwritten next once the buffer is full
         self.added = 0  # trajectories added online so far
+        self._seed_with(offline)
+
+    def _seed_with(self, offline: list[Episode]) -> None:
+        """Empty the buffer, then fill it with the best offline trajectories, lowest first."""
+        returns = np.array([e.episode_return for e in offline])
+        best = np.argsort(returns, kind="stable")[-self.capacity :] if offline else []
+        self.episodes = [offline[i] for i in best]
+        self.sources = [int(i) for i in best]
+        self.next_slot = 0
+        self.added = 0
 
     def __len__(self) -> int:
         return len(self.episodes)
@@ -86,12 +94,13 @@ class TrajectoryBuffer:
     def load_state_dict(self, state: dict[str, Any], offline: list[Episode]) -> None:
         """Rebuild the slots: offline trajectories from ``offline``, online ones from ``state``.
 
-        Before any online trajectory the slots are just the best offline ones, so they are kept
-        as built for this buffer's capacity: a run pretrained offline can go online with another
-        buffer size. Once online trajectories are in, which of them a smaller or larger buffer
-        would hold is undefined, so a changed capacity raises :class:`CapacityChanged`.
+        Before any online trajectory the slots are just the best offline ones, so they are
+        chosen again for this buffer's capacity: a run pretrained offline can go online with
+        another buffer size. Once online trajectories are in, which of them a smaller or larger
+        buffer would hold is undefined, so a changed capacity raises :class:`CapacityChanged`.
         """
         if int(state["added"]) == 0:
+            self._seed_with(offline)
             return
         # Checkpoints before the capacity was stored betray a shrunk buffer by their slot count.
         saved = int(state.get("capacity", len(state["sources"])))
