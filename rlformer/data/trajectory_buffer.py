@@ -41,20 +41,16 @@ class TrajectoryBuffer:
 
     def __init__(self, capacity: int, offline: list[Episode]) -> None:
         self.capacity = capacity
-        self.episodes: list[Episode] = []
-        self.sources: list[int] = []
-        self.next_slot = 0  # overwritten next once the buffer is full
-        self.added = 0  # trajectories added online so far
         self._seed_with(offline)
 
     def _seed_with(self, offline: list[Episode]) -> None:
         """Empty the buffer, then fill it with the best offline trajectories, lowest first."""
         returns = np.array([e.episode_return for e in offline])
         best = np.argsort(returns, kind="stable")[-self.capacity :] if offline else []
-        self.episodes = [offline[i] for i in best]
-        self.sources = [int(i) for i in best]
-        self.next_slot = 0
-        self.added = 0
+        self.episodes: list[Episode] = [offline[i] for i in best]
+        self.sources: list[int] = [int(i) for i in best]
+        self.next_slot = 0  # overwritten next once the buffer is full
+        self.added = 0  # trajectories added online so far
 
     def __len__(self) -> int:
         return len(self.episodes)
