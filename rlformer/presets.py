@@ -44,6 +44,7 @@ _POPGYM: dict[str, Any] = {
     "model": {
         "core": _ONE_LAYER_CORE,
         "recurrent_hidden": 64,
+        "normalize_reward": False,  # as tuned; the PositionOnlyPendulum config turns it on
     },
     "ppo": {
         "total_steps": 200_000,
@@ -81,6 +82,7 @@ _MINIGRID: dict[str, Any] = {
         "core": {**_ONE_LAYER_CORE, "memory_length": 128},
         "recurrent_hidden": 64,
         "normalize_obs": True,
+        "normalize_reward": False,  # as measured
     },
     "ppo": {"learning_rate": 0.001, "update_epochs": 4, "num_minibatches": 4, "ent_coef": 0.01},
     # Sampled actions, as rl-starter-files evaluates by default. With the earlier CNN encoder the
@@ -108,6 +110,7 @@ _CARTPOLE_NOVEL: dict[str, Any] = {
         "core": {**_ONE_LAYER_CORE, "memory_length": 32},
         "recurrent_hidden": 64,
         "normalize_obs": True,
+        "normalize_reward": False,  # see above
     },
     "ppo": {
         "total_steps": 100_000,

@@ -191,8 +191,10 @@ class PPO:
         return metrics
 
     def summary(self, metrics: dict[str, float]) -> str:
-        mean_return = metrics.get("rollout/return_mean", float("nan"))
-        text = f"steps {self.env_steps} return {mean_return:.2f}"
+        if "rollout/return_mean" in metrics:
+            text = f"steps {self.env_steps} return {metrics['rollout/return_mean']:.2f}"
+        else:  # Acrobot's first 500-step episodes outlast the first iterations
+            text = f"steps {self.env_steps} return - (no episode finished yet)"
         if "rollout/success_rate" in metrics:
             text += f" success {metrics['rollout/success_rate']:.2f}"
         return text

@@ -102,6 +102,7 @@ def run_rlformer(task: Task, seed: int, root: Path) -> Result:
         f"ppo.learning_rate={LR}",
         f"ppo.update_epochs={EPOCHS}",
         f"ppo.num_minibatches={MINIBATCHES}",
+        "model.normalize_reward=false",  # as its figures were measured (the default since is on)
         "eval.episodes=100",
     ]
     if task.env_id == "rlformer/PendulumNoVel-v0":

@@ -121,7 +121,9 @@ def test_later_fragments_count_the_merged_statistics_and_their_own() -> None:
 
 
 def test_without_normalisation_returns_use_the_fragment_rewards() -> None:
-    cfg = load_config(None, ["env.id=Pendulum-v1", "rollout.fragment_length=8"])
+    cfg = load_config(
+        None, ["env.id=Pendulum-v1", "rollout.fragment_length=8", "model.normalize_reward=false"]
+    )
     learner, (fragment,) = _learner_and_fragments(cfg, 1)
     assert learner._return_rewards(fragment) is None
     np.testing.assert_array_equal(fragment.rewards, fragment.env_rewards)
