@@ -1,4 +1,5 @@
-"""Presets through the real CLI: an env id alone trains with its family's settings."""
+"""Presets through the real CLI: an env id alone trains with its family's settings, or, with no
+family, with defaults that learn."""
 
 from __future__ import annotations
 
