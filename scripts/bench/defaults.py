@@ -26,12 +26,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from memory_suite import Result, SB3EvalSource, TrainingLoopClock, _done
+from memory_suite import Result, SB3EvalSource, TrainingLoopClock, _done, agent_rows
 
 from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.config import load_config
 from rlformer.evaluation.runner import run_source_episodes
-from rlformer.evaluation.statistics import summarize_scores
 from rlformer.runs import read_metrics
 from rlformer.training import train
 
@@ -96,27 +95,21 @@ def run_sb3_ppo(task: str, seed: int, steps: int, episodes: int) -> Result:
 
 
 def report(results: list[Result]) -> None:
-    """Per task: one row per agent with the score's mean and IQM (95% CIs) and throughput."""
+    """Per task: one row per agent with the score's mean (95% CI), per seed, and throughput."""
     for task in dict.fromkeys(r.task for r in results):
         rows = [r for r in results if r.task == task]
-        reference = [r.steps_per_s for r in rows if r.agent == "sb3_ppo"]
         print(f"\n{task} ({TASKS[task][0]}, {rows[0].env_steps:,} env steps)")
         print(
             f"  {'agent':22s} {'seeds':>5s} {'mean [95% CI]':>30s} {'per seed':>28s} "
             f"{'steps/s':>8s} {'vs SB3':>7s}"
         )
-        for agent in AGENTS:
-            mine = sorted((r for r in rows if r.agent == agent), key=lambda r: r.seed)
-            if not mine:
-                continue
-            s = summarize_scores([r.score for r in mine], seed=0)
-            speed = float(np.mean([r.steps_per_s for r in mine]))
-            ratio = f"{speed / np.mean(reference):6.2f}x" if reference else "      -"
-            seeds = ", ".join(f"{r.score:.1f}" for r in mine)
+        for row in agent_rows(rows, AGENTS, "sb3_ppo"):
+            s = row.scores
+            seeds = ", ".join(f"{r.score:.1f}" for r in row.results)
             print(
-                f"  {agent:22s} {len(mine):5d} "
+                f"  {row.agent:22s} {len(row.results):5d} "
                 f"{s.mean:9.1f} [{s.mean_ci[0]:9.1f}, {s.mean_ci[1]:9.1f}] {seeds:>28s} "
-                f"{speed:8.0f} {ratio}"
+                f"{row.steps_per_s:8.0f} {row.ratio}"
             )
 
 

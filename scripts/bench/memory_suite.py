@@ -34,7 +34,7 @@ import torch
 from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.config import TrainConfig, load_config
 from rlformer.evaluation.runner import run_source_episodes
-from rlformer.evaluation.statistics import summarize_scores
+from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
 from rlformer.rollout.env_factory import env_from_config
 from rlformer.runs import read_metrics
 from rlformer.training import train
@@ -408,31 +408,52 @@ def _done(out: Path) -> list[Result]:
     return [Result(**{"commit": None, **row}) for row in rows]  # older rows name no commit
 
 
+@dataclass
+class AgentRow:
+    """One agent's results on one task, summarised for a report line."""
+
+    agent: str
+    results: list[Result]  # by seed
+    scores: ScoreSummary  # over seeds, bootstrap CIs
+    steps_per_s: float
+    ratio: str  # steps/s against the reference agent's, "-" where it did not run
+
+
+def agent_rows(rows: list[Result], agents: Sequence[str], reference: str) -> list[AgentRow]:
+    """``rows`` (one task) grouped by agent, in ``agents``' order, with the throughput ratio to
+    ``reference``."""
+    reference_speed = [r.steps_per_s for r in rows if r.agent == reference]
+    summary: list[AgentRow] = []
+    for agent in agents:
+        mine = sorted((r for r in rows if r.agent == agent), key=lambda r: r.seed)
+        if not mine:
+            continue
+        speed = float(np.mean([r.steps_per_s for r in mine]))
+        ratio = f"{speed / np.mean(reference_speed):6.2f}x" if reference_speed else "      -"
+        scores = summarize_scores([r.score for r in mine], seed=0)
+        summary.append(AgentRow(agent, mine, scores, speed, ratio))
+    return summary
+
+
 def report(results: list[Result], plots: Path | None) -> None:
     """Per task: one row per agent with score mean / IQM (95% CIs) and throughput."""
     for name in dict.fromkeys(r.task for r in results):
         rows = [r for r in results if r.task == name]
-        reference = [r.steps_per_s for r in rows if r.agent == "recurrent_ppo"]
         print(f"\n{name}")
         print(
             f"  {'agent':14s} {'seeds':>5s} {'mean [95% CI]':>26s} {'IQM [95% CI]':>26s} "
             f"{'success':>7s} {'steps/s':>8s} {'vs RPPO':>7s}"
         )
-        for agent in AGENTS:
-            mine = [r for r in rows if r.agent == agent]
-            if not mine:
-                continue
-            s = summarize_scores([r.score for r in mine], seed=0)
-            speed = float(np.mean([r.steps_per_s for r in mine]))
-            ratio = f"{speed / np.mean(reference):6.2f}x" if reference else "      -"
+        for row in agent_rows(rows, AGENTS, "recurrent_ppo"):
+            s = row.scores
             # Where the env reports is_success (MiniGrid through its preset's wrapper).
-            rates = [r.success_rate for r in mine]
+            rates = [r.success_rate for r in row.results]
             success = "-" if None in rates else f"{100 * np.mean(rates):.1f}%"
             print(
-                f"  {agent:14s} {len(mine):5d} "
+                f"  {row.agent:14s} {len(row.results):5d} "
                 f"{s.mean:8.3f} [{s.mean_ci[0]:7.3f}, {s.mean_ci[1]:7.3f}] "
                 f"{s.iqm:8.3f} [{s.iqm_ci[0]:7.3f}, {s.iqm_ci[1]:7.3f}] {success:>7s} "
-                f"{speed:8.0f} {ratio}"
+                f"{row.steps_per_s:8.0f} {row.ratio}"
             )
         if plots is not None:
             _plot(name, rows, plots / f"{name}.png")
