@@ -26,12 +26,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from memory_suite import Result, SB3EvalSource, TrainingLoopClock, _done, agent_rows
+from memory_suite import (
+    Result,
+    SB3EvalSource,
+    TrainingLoopClock,
+    _done,
+    agent_rows,
+    training_curve,
+)
 
 from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.config import load_config
 from rlformer.evaluation.runner import run_source_episodes
-from rlformer.runs import read_metrics
 from rlformer.training import train
 
 TASKS: dict[str, tuple[str, int]] = {  # name: (env id, env steps)
@@ -66,11 +72,7 @@ def run_rlformer(task: str, agent: str, seed: int, steps: int, episodes: int, ro
     clock = TrainingLoopClock()
     result = train(cfg, on_iteration=clock.tick)
     assert result.evaluation is not None
-    curve = [
-        (int(row["step"]), float(row["rollout/return_mean"]))
-        for row in read_metrics(result.run_dir)
-        if "rollout/return_mean" in row
-    ]
+    curve = training_curve(result.run_dir)
     score = result.evaluation["return_mean"]
     return Result(task, agent, seed, result.env_steps, clock.seconds, score, None, curve)
 

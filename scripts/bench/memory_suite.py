@@ -241,6 +241,15 @@ class TrainingLoopClock:
         return self.last - self.first
 
 
+def training_curve(run_dir: Path) -> list[tuple[int, float]]:
+    """(env steps, mean return of recent episodes) from a run's metrics."""
+    return [
+        (int(row["step"]), float(row["rollout/return_mean"]))
+        for row in read_metrics(run_dir)
+        if "rollout/return_mean" in row
+    ]
+
+
 def run_rlformer(
     name: str,
     agent: str,
@@ -263,11 +272,7 @@ def run_rlformer(
     loop = TrainingLoopClock()
     result = train(cfg, on_iteration=loop.tick)
     assert result.evaluation is not None
-    curve = [
-        (int(row["step"]), float(row["rollout/return_mean"]))
-        for row in read_metrics(result.run_dir)
-        if "rollout/return_mean" in row
-    ]
+    curve = training_curve(result.run_dir)
     return Result(
         name,
         agent,
