@@ -12,7 +12,9 @@ Per task and seed, in one process, one arm after another:
    wall-clock time W is recorded;
 3. ``dt_more``: control (a), arm 1 trained on with its own loss for the same wall-clock W on the
    offline data only;
-4. ``ppo``: control (b), rlformer PPO (GTrXL, observation and reward normalisation) from scratch
+4. ``dt_top``: control (a) on the best ``odt.replay_size`` offline trajectories only (those ODT's
+   buffer starts with): what training on filtered data alone gives, without online rollouts;
+5. ``ppo``: control (b), rlformer PPO (GTrXL, observation and reward normalisation) from scratch
    with the same ``--online-steps`` env steps.
 
 Every arm ends with the same deterministic evaluation (``--episodes`` episodes, seeds disjoint
@@ -42,12 +44,15 @@ from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.algos.loop import build_algorithm
 from rlformer.checkpoints import newest_readable_checkpoint
 from rlformer.config import TrainConfig, load_config
+from rlformer.data.episodes import Dataset
 from rlformer.data.references import normalized_score
+from rlformer.data.sampling import WindowSampler
+from rlformer.data.trajectory_buffer import TrajectoryBuffer
 from rlformer.evaluation.statistics import summarize_scores
 from rlformer.training import train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-ARMS = ("offline_dt", "odt", "dt_more", "ppo")
+ARMS = ("offline_dt", "odt", "dt_more", "dt_top", "ppo")
 
 
 @dataclass(frozen=True)
@@ -209,6 +214,45 @@ def _extended_runs(
     return EarlierRuns(old_odt[-1].parent, mine["odt"].seconds)
 
 
+def _offline_control(
+    args: argparse.Namespace, task: Task, seed: int, pre_dir: Path, seconds: float, arm: str
+) -> Row:
+    """Control (a): resume arm 1 and train on offline data only, with the same loss, for the
+    wall-clock time ODT took.
+
+    ``dt_more`` samples the whole dataset, as arm 1 did. ``dt_top`` samples only the offline
+    trajectories ODT's replay buffer starts with (the best ``odt.replay_size``), so it tells a
+    gain from online learning apart from one that training on the best data alone would give.
+    """
+    cfg = _pretrain_config(args, task, seed, 10**9)
+    algo = build_algorithm(cfg)
+    path, payload = newest_readable_checkpoint(pre_dir)
+    algo.restore(payload, path, trust=False)
+    torch.set_rng_state(payload["torch_rng"])
+    if arm == "dt_top":
+        algo.sampler = WindowSampler(
+            Dataset(TrajectoryBuffer(cfg.odt.replay_size, algo.dataset.episodes).episodes, "top"),
+            cfg.dt.context,
+            cfg.dt.return_scale,
+            discrete_actions=algo.discrete,
+            state_stats=(algo.sampler.state_mean, algo.sampler.state_std),
+        )
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        algo.iterate()
+    evaluation = algo.evaluate(cfg.eval.episodes, cfg.run.seed + FINAL_EVAL_SEED_OFFSET)
+    key = f"target_{task.target:g}/return_mean"
+    return _row(
+        args.task,
+        seed,
+        arm,
+        evaluation.metrics[key],
+        0,
+        algo.learner.step,
+        time.perf_counter() - started,
+    )
+
+
 def run_seed(
     args: argparse.Namespace, seed: int, done: set[tuple[int, str]], record: Callable[[Row], None]
 ) -> None:
@@ -281,31 +325,9 @@ def run_seed(
     else:
         odt_seconds = next(r.seconds for r in args.finished if (r.seed, r.arm) == (seed, "odt"))
 
-    if (seed, "dt_more") not in done:
-        # Control (a): resume arm 1 and keep training it on the offline data, with the same
-        # loss, for the wall-clock time ODT took.
-        more_cfg = _pretrain_config(args, task, seed, 10**9)
-        algo = build_algorithm(more_cfg)
-        path, payload = newest_readable_checkpoint(pre_dir)
-        algo.restore(payload, path, trust=False)
-        torch.set_rng_state(payload["torch_rng"])
-        started = time.perf_counter()
-        while time.perf_counter() - started < odt_seconds:
-            algo.iterate()
-        evaluation = algo.evaluate(
-            more_cfg.eval.episodes, more_cfg.run.seed + FINAL_EVAL_SEED_OFFSET
-        )
-        record(
-            _row(
-                args.task,
-                seed,
-                "dt_more",
-                evaluation.metrics[key],
-                0,
-                algo.learner.step,
-                time.perf_counter() - started,
-            )
-        )
+    for arm in ("dt_more", "dt_top"):
+        if (seed, arm) not in done:
+            record(_offline_control(args, task, seed, pre_dir, odt_seconds, arm))
 
     if (seed, "ppo") not in done:
         ppo_cfg = load_config(
