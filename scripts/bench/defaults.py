@@ -8,6 +8,8 @@ actions, seeds disjoint from training), as ``memory_suite.py`` does for the memo
 - ``rlformer``: the defaults (GTrXL torso, no preset applies to these ids);
 - ``rlformer_mlp``: the defaults with the memoryless torso (``model.torso=mlp``);
 - ``rlformer_raw_rewards``: the defaults before reward normalisation was switched on;
+- ``rlformer_norm_obs``: the defaults plus running observation normalisation, which is off by
+  default (SB3 users turn it on for MuJoCo with ``VecNormalize``);
 - ``sb3_ppo``: stable-baselines3 PPO with its own defaults (one env, 2,048-step rollouts).
 
     .venv/bin/python scripts/bench/defaults.py --seeds 3 --out docs/defaults/results.jsonl
@@ -51,6 +53,7 @@ RLFORMER_AGENTS: dict[str, tuple[str, ...]] = {
     "rlformer": (),
     "rlformer_mlp": ("model.torso=mlp",),
     "rlformer_raw_rewards": ("model.normalize_reward=false",),
+    "rlformer_norm_obs": ("model.normalize_obs=true",),
 }
 AGENTS = (*RLFORMER_AGENTS, "sb3_ppo")
 
