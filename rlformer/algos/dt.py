@@ -27,6 +27,7 @@ from rlformer.checkpoints import (
 )
 from rlformer.config import ConfigError, TrainConfig
 from rlformer.data import load_dataset
+from rlformer.data.compatibility import check_dataset_fits
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.sampling import WindowSampler
 from rlformer.evaluation.dt_runner import (
@@ -147,7 +148,9 @@ class DT:
         env.close()
         self.low, self.high = action_bounds(self.action_space)
         self.discrete = isinstance(self.action_space, gym.spaces.Discrete)
-        dataset = normalized_actions(load_dataset(cfg.dt.dataset), self.low, self.high)
+        raw = load_dataset(cfg.dt.dataset)
+        check_dataset_fits(raw, self.observation_space, self.action_space, cfg.env.id)
+        dataset = normalized_actions(raw, self.low, self.high)
         self.dataset = dataset
         self.dataset_returns = episode_return_range(dataset)
         self.sampler = WindowSampler(

@@ -1,0 +1,53 @@
+"""Does a dataset fit the env a Decision Transformer is trained and evaluated on?
+
+Data from a task with other observation or action sizes (Hopper data with ``env.id`` set to
+Walker2d, say) would otherwise fail deep inside numpy with a broadcasting error, or, for a
+discrete task, train on action indices the env does not have. The sizes are all that can be
+checked: data from another task with the same sizes (Hopper-v4 against Hopper-v5) is allowed.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+from rlformer.data.episodes import Dataset
+from rlformer.data.errors import DatasetError
+
+
+def _sizes(observations: int, actions: str) -> str:
+    return f"{observations}-value observations and {actions}"
+
+
+def check_dataset_fits(
+    dataset: Dataset, observation_space: gym.Space, action_space: gym.Space, env_id: str
+) -> None:
+    """Raise :class:`DatasetError` naming both sizes if ``dataset`` was not recorded on a task
+    shaped like ``env_id``'s spaces."""
+    first = dataset.episodes[0]  # the loaders give every episode the same shapes
+    data_obs = int(np.prod(first.observations.shape[1:]))
+    data_act = int(np.prod(first.actions.shape[1:]))
+    env_obs = int(np.prod(observation_space.shape))
+    problem = None
+    if isinstance(action_space, gym.spaces.Discrete):
+        env_sizes = _sizes(env_obs, f"{action_space.n} discrete actions")
+        integral = all(np.array_equal(e.actions, np.round(e.actions)) for e in dataset.episodes)
+        low = min(float(e.actions.min()) for e in dataset.episodes if len(e))
+        high = max(float(e.actions.max()) for e in dataset.episodes if len(e))
+        if data_obs != env_obs or data_act != 1 or not integral:
+            problem = _sizes(data_obs, f"{data_act}-value actions")
+        elif low < 0 or high >= action_space.n:
+            problem = _sizes(data_obs, f"action indices {low:g}..{high:g}")
+    else:
+        env_act = int(np.prod(action_space.shape))
+        env_sizes = _sizes(env_obs, f"{env_act}-value actions")
+        if data_obs != env_obs or data_act != env_act:
+            problem = _sizes(data_obs, f"{data_act}-value actions")
+    if problem is None:
+        return
+    recorded = f", recorded on {dataset.env_id}," if dataset.env_id else ""
+    raise DatasetError(
+        f"{dataset.source}{recorded} has {problem}, but {env_id} has {env_sizes}; "
+        "set env.id to the env the data was recorded on, or record data on this env with "
+        f"`rlformer collect --env {env_id} --out FILE`"
+    )

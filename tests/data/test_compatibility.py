@@ -1,0 +1,93 @@
+"""Data recorded on another task is refused before training, naming both shapes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rlformer.data import Dataset, DatasetError, Episode
+from rlformer.data.compatibility import check_dataset_fits
+from rlformer.data.d4rl_format import write_d4rl
+from rlformer.data.synthetic import tmaze_walks
+from rlformer.rollout.env_factory import make_env
+
+
+def _spaces(env_id: str, **kwargs: object) -> tuple[gym.Space, gym.Space]:
+    env = make_env(env_id, kwargs)
+    spaces = env.observation_space, env.action_space
+    env.close()
+    return spaces
+
+
+def _box_data(obs_dim: int, act_dim: int, env_id: str | None) -> Dataset:
+    rng = np.random.default_rng(0)
+    episode = Episode(
+        rng.normal(size=(5, obs_dim)).astype(np.float32),
+        rng.uniform(-1, 1, size=(5, act_dim)).astype(np.float32),
+        np.ones(5, np.float32),
+        terminated=True,
+        truncated=False,
+    )
+    return Dataset([episode], "d4rl:data.hdf5", {"env_id": env_id} if env_id else {})
+
+
+def test_continuous_data_of_another_task_is_refused_with_both_shapes() -> None:
+    hopper_data = _box_data(11, 3, "Hopper-v5")
+    check_dataset_fits(hopper_data, *_spaces("Hopper-v5"), "Hopper-v5")  # fits: no error
+    with pytest.raises(DatasetError) as refused:
+        check_dataset_fits(hopper_data, *_spaces("Walker2d-v5"), "Walker2d-v5")
+    message = str(refused.value)
+    assert "recorded on Hopper-v5, has 11-value observations and 3-value actions" in message
+    assert "Walker2d-v5 has 17-value observations and 6-value actions" in message
+    assert "rlformer collect --env Walker2d-v5" in message
+    # Only the action size differs: still refused.
+    with pytest.raises(DatasetError, match="2-value actions, but Hopper-v5"):
+        check_dataset_fits(_box_data(11, 2, None), *_spaces("Hopper-v5"), "Hopper-v5")
+
+
+def test_discrete_data_must_hold_indices_the_env_has() -> None:
+    spaces = _spaces("rlformer/TMaze-v0", length=4)  # 3-value observations, 3 actions
+    walks = Dataset(tmaze_walks(4, 6, seed=0, p_correct=1.0), "d4rl:walks.hdf5")
+    check_dataset_fits(walks, *spaces, "rlformer/TMaze-v0")
+    walks.episodes[2].actions[1] = 3  # one index past the last action
+    with pytest.raises(DatasetError, match=r"action indices 0\.\.3, but rlformer/TMaze-v0 has"):
+        check_dataset_fits(walks, *spaces, "rlformer/TMaze-v0")
+    walks.episodes[2].actions = walks.episodes[2].actions.astype(np.float32)
+    walks.episodes[2].actions[1] = 0.5  # not an index at all
+    with pytest.raises(DatasetError, match="1-value actions, but .* 3 discrete actions"):
+        check_dataset_fits(walks, *spaces, "rlformer/TMaze-v0")
+
+
+def test_train_cli_refuses_another_tasks_file_and_leaves_no_run(tmp_path: Path) -> None:
+    data = tmp_path / "walks.hdf5"
+    write_d4rl(data, tmaze_walks(4, 8, seed=0, p_correct=1.0), {"env_id": "rlformer/TMaze-v0"})
+    root = tmp_path / "runs"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlformer.cli",
+            "train",
+            "--set",
+            "algo=dt",
+            "--set",
+            "env.id=CartPole-v1",
+            "--set",
+            f"dt.dataset={data}",
+            "--set",
+            f"run.root={root}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "recorded on rlformer/TMaze-v0, has 3-value observations" in result.stderr
+    assert "CartPole-v1 has 4-value observations and 2 discrete actions" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not root.exists(), "a refused dataset must not create a run directory"
