@@ -456,8 +456,8 @@ class TrainConfig(StrictModel):
     preset: str | None = Field(
         "auto",
         description="Tuned settings of a task family laid under a loaded config: popgym, "
-        "minigrid, cartpole-novel, pendulum-novel, lunarlander-novel, auto (by env.id, PPO "
-        "only) or null (none); the config's keys and --set win.",
+        "minigrid, cartpole-novel, pendulum-novel, lunarlander-novel, mujoco, auto (by env.id, "
+        "PPO only) or null (none); the config's keys and --set win.",
     )
     run: RunConfig = Field(default_factory=RunConfig, description="Run directory, seed, device.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment.")

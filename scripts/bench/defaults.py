@@ -5,7 +5,9 @@ comparing libraries runs ``PPO("MlpPolicy", X).learn(N)``. This script does both
 env-step budget and seeds, and scores every agent on the same evaluation episodes (greedy
 actions, seeds disjoint from training), as ``memory_suite.py`` does for the memory tasks:
 
-- ``rlformer``: the defaults (GTrXL torso, no preset applies to these ids);
+- ``rlformer``: the defaults (GTrXL torso), with the family preset where one applies (the
+  ``mujoco`` preset on Hopper-v5; none on the others);
+- ``rlformer_no_preset``: the plain defaults, also where a preset applies (``preset=null``);
 - ``rlformer_mlp``: the defaults with the memoryless torso (``model.torso=mlp``);
 - ``rlformer_raw_rewards``: the defaults before reward normalisation was switched on;
 - ``rlformer_norm_obs``: the defaults plus running observation normalisation, which is off by
@@ -48,9 +50,11 @@ TASKS: dict[str, tuple[str, int]] = {  # name: (env id, env steps)
     "pendulum": ("Pendulum-v1", 100_000),
     "lunarlander": ("LunarLander-v3", 500_000),
     "hopper": ("Hopper-v5", 500_000),
+    "halfcheetah": ("HalfCheetah-v5", 500_000),
 }
 RLFORMER_AGENTS: dict[str, tuple[str, ...]] = {
     "rlformer": (),
+    "rlformer_no_preset": ("preset=null",),
     "rlformer_mlp": ("model.torso=mlp",),
     "rlformer_raw_rewards": ("model.normalize_reward=false",),
     "rlformer_norm_obs": ("model.normalize_obs=true",),

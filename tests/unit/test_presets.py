@@ -75,6 +75,9 @@ def test_set_wins_over_config_and_preset_and_can_name_the_preset(tmp_path: Path)
         ("rlformer_envs:rlformer/PendulumNoVel-v0", "ppo", "pendulum-novel"),
         ("rlformer/LunarLanderNoVel-v0", "ppo", "lunarlander-novel"),
         ("CartPole-v1", "ppo", None),  # the velocities are there: not the NoVel preset
+        ("Hopper-v5", "ppo", "mujoco"),
+        ("HumanoidStandup-v5", "ppo", "mujoco"),
+        ("Hopper-v5", "odt", None),  # the DT normalises states from its dataset
         ("rlformer/TMaze-v0", "ppo", None),
         ("MiniGrid-DoorKey-5x5-v0", "dt", None),  # presets hold PPO evidence
     ],
@@ -91,6 +94,10 @@ def test_auto_picks_the_env_familys_preset_and_records_it(
         assert cfg.rollout.envs_per_worker == 16 and cfg.env.imports == ["popgym"]
     if expected == "pendulum-novel":
         assert cfg.ppo.gamma == 0.9 and cfg.model.normalize_reward
+    if expected == "mujoco":
+        assert cfg.model.normalize_obs
+    if expected is None:
+        assert not cfg.model.normalize_obs  # the default; only presets turn it on
 
 
 def test_shipped_no_velocity_configs_are_their_presets_plus_a_run_name() -> None:
@@ -141,7 +148,11 @@ def test_merged_replaces_non_mappings_and_recurses_into_mappings() -> None:
 
 @pytest.mark.parametrize(
     ("preset", "env_id"),
-    [("popgym", "popgym-CountRecallMedium-v0"), ("minigrid", "MiniGrid-DoorKey-5x5-v0")],
+    [
+        ("popgym", "popgym-CountRecallMedium-v0"),
+        ("minigrid", "MiniGrid-DoorKey-5x5-v0"),
+        ("mujoco", "Walker2d-v5"),
+    ],
 )
 def test_preset_builds_env_and_model_for_an_untuned_task(
     preset: str, env_id: str, tmp_path: Path
