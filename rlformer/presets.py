@@ -184,11 +184,11 @@ _LUNARLANDER_NOVEL: dict[str, Any] = {
 }
 
 # Gymnasium's MuJoCo tasks (Hopper, Walker2d, HalfCheetah, Ant, ...): the defaults plus running
-# observation normalisation, as SB3 users add VecNormalize for MuJoCo. Their observations mix
-# positions near 1 with velocities of tens, and on Hopper-v5 (500k steps, 3 seeds) the defaults
-# alone scored 868 where normalised observations scored 2,099 (docs/BENCHMARKS.md, "Defaults on
-# fully observed tasks"). Off by default elsewhere: on LunarLander-v3 and Pendulum-v1 the same
-# change lowered the mean (270 to 238, -173 to -254).
+# observation normalisation, as SB3 users add VecNormalize for MuJoCo. Their observations spread
+# from hundredths (angles) to about 6 (velocities), and on Hopper-v5 (500k steps, 3 seeds) the
+# defaults alone scored 868 where normalised observations scored 2,099 (docs/BENCHMARKS.md,
+# "MuJoCo and observation normalisation"). Off by default elsewhere: on LunarLander-v3 and
+# Pendulum-v1 the same change lowered the mean (270 to 238, -173 to -254).
 _MUJOCO: dict[str, Any] = {"model": {"normalize_obs": True}}
 
 PRESETS: dict[str, dict[str, Any]] = {
