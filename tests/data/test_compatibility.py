@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -15,6 +13,7 @@ from rlformer.data.compatibility import check_dataset_fits
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.synthetic import tmaze_walks
 from rlformer.rollout.env_factory import make_env
+from tests.cli.test_train_cli import rlformer
 
 
 def _spaces(env_id: str, **kwargs: object) -> tuple[gym.Space, gym.Space]:
@@ -67,24 +66,12 @@ def test_train_cli_refuses_another_tasks_file_and_leaves_no_run(tmp_path: Path) 
     data = tmp_path / "walks.hdf5"
     write_d4rl(data, tmaze_walks(4, 8, seed=0, p_correct=1.0), {"env_id": "rlformer/TMaze-v0"})
     root = tmp_path / "runs"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlformer.cli",
-            "train",
-            "--set",
-            "algo=dt",
-            "--set",
-            "env.id=CartPole-v1",
-            "--set",
-            f"dt.dataset={data}",
-            "--set",
-            f"run.root={root}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = rlformer(
+        "train",
+        *("--set", "algo=dt", "--set", "env.id=CartPole-v1"),
+        *("--set", f"dt.dataset={data}", "--set", f"run.root={root}"),
+        cwd=tmp_path,
+        check=False,
     )
     assert result.returncode == 2, result.stderr
     assert "recorded on rlformer/TMaze-v0, has 3-value observations" in result.stderr
