@@ -230,8 +230,10 @@ def _offline_control(
     algo.restore(payload, path, trust=False)
     torch.set_rng_state(payload["torch_rng"])
     if arm == "dt_top":
+        # The ODT arm's buffer size (an mse arm 1 is an ``algo: dt`` config without odt keys).
+        size = _odt_config(args, task, seed, "odt", []).odt.replay_size
         algo.sampler = WindowSampler(
-            Dataset(TrajectoryBuffer(cfg.odt.replay_size, algo.dataset.episodes).episodes, "top"),
+            Dataset(TrajectoryBuffer(size, algo.dataset.episodes).episodes, "top"),
             cfg.dt.context,
             cfg.dt.return_scale,
             discrete_actions=algo.discrete,
