@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from rlformer.core.config import CoreConfig
-from rlformer.presets import UnknownPresetError, apply_preset
+from rlformer.presets import PRESETS, UnknownPresetError, apply_preset
 
 
 class ConfigError(ValueError):
@@ -640,7 +640,22 @@ def check_sections_read(cfg: TrainConfig) -> None:
     defaults = TrainConfig(algo=cfg.algo).model_dump(mode="json")
     for section in dict.fromkeys(path.partition(".")[0] for path in _UNREAD_PATHS[cfg.algo]):
         for key in _changed_keys(values[section], defaults[section], f"{section}."):
+            if cfg.preset is not None and _holds(PRESETS.get(cfg.preset, {}), key):
+                raise ConfigError(
+                    f"{key} comes from preset {cfg.preset}, whose settings are for PPO; algo "
+                    f"{cfg.algo} never reads it: set preset: null (--set preset=null)"
+                )
             _refuse_unread(cfg.algo, key)
+
+
+def _holds(tree: dict[str, Any], dotted: str) -> bool:
+    """Whether the nested mapping ``tree`` holds the dotted key."""
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def build_config(raw: dict[str, Any], check_unread: bool = True) -> TrainConfig:

@@ -129,6 +129,11 @@ def test_config_reference_doc_is_current() -> None:
         (["dt.context=5"], "algo ppo never reads the dt section"),
         (["odt.replay_size=50"], "algo ppo never reads the odt section"),
         (["algo=odt", "rollout.fragment_length=32"], "collects whole episodes"),
+        # A preset named for an offline algorithm: its PPO keys are blamed on it, not the user.
+        (
+            ["algo=odt", "env.id=Hopper-v5", "preset=mujoco"],
+            r"model.normalize_obs comes from preset mujoco, .* set preset: null",
+        ),
     ],
 )
 def test_keys_the_algorithm_would_ignore_are_refused(overrides: list[str], expected: str) -> None:
