@@ -51,6 +51,7 @@ TASKS: dict[str, tuple[str, int]] = {  # name: (env id, env steps)
     "lunarlander": ("LunarLander-v3", 500_000),
     "hopper": ("Hopper-v5", 500_000),
     "halfcheetah": ("HalfCheetah-v5", 500_000),
+    "walker2d": ("Walker2d-v5", 500_000),
 }
 RLFORMER_AGENTS: dict[str, tuple[str, ...]] = {
     "rlformer": (),
