@@ -36,7 +36,7 @@ from rlformer.checkpoints import (
     require_keys,
 )
 from rlformer.config import TrainConfig
-from rlformer.data.episodes import Dataset
+from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.sampling import WindowSampler
 from rlformer.data.trajectory_buffer import CapacityChanged, TrajectoryBuffer
 from rlformer.learners.odt import ODTLearner
@@ -116,6 +116,16 @@ class ODT(DT):
         )
         self.normalization |= {"state_mean": stats["state_mean"], "state_std": stats["state_std"]}
 
+    def sampler_over(self, episodes: list[Episode], name: str) -> WindowSampler:
+        """Windows of ``episodes``, normalised with the offline data's state statistics."""
+        return WindowSampler(
+            Dataset(episodes, name),
+            self.cfg.dt.context,
+            self.cfg.dt.return_scale,
+            discrete_actions=self.discrete,
+            state_stats=(self.sampler.state_mean, self.sampler.state_std),
+        )
+
     # ------------------------------------------------------------ run-loop protocol
     def start(self) -> None:
         if self.cfg.odt.online_steps == 0:
@@ -174,13 +184,7 @@ class ODT(DT):
         collect_s = time.perf_counter() - started
         self.buffer.add(batch.episodes)
         self.env_steps += batch.env_steps
-        buffer_sampler = WindowSampler(
-            Dataset(self.buffer.episodes, "replay buffer"),
-            self.cfg.dt.context,
-            self.cfg.dt.return_scale,
-            discrete_actions=self.discrete,
-            state_stats=(self.sampler.state_mean, self.sampler.state_std),
-        )
+        buffer_sampler = self.sampler_over(self.buffer.episodes, "replay buffer")
         update_started = time.perf_counter()
         metrics: dict[str, float] = {}
         for _ in range(self.cfg.odt.updates_per_iteration):

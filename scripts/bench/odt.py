@@ -44,9 +44,7 @@ from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.algos.loop import build_algorithm
 from rlformer.checkpoints import newest_readable_checkpoint
 from rlformer.config import TrainConfig, load_config
-from rlformer.data.episodes import Dataset
 from rlformer.data.references import normalized_score
-from rlformer.data.sampling import WindowSampler
 from rlformer.data.trajectory_buffer import TrajectoryBuffer
 from rlformer.evaluation.statistics import summarize_scores
 from rlformer.training import train
@@ -232,13 +230,8 @@ def _offline_control(
     if arm == "dt_top":
         # The ODT arm's buffer size (an mse arm 1 is an ``algo: dt`` config without odt keys).
         size = _odt_config(args, task, seed, "odt", []).odt.replay_size
-        algo.sampler = WindowSampler(
-            Dataset(TrajectoryBuffer(size, algo.dataset.episodes).episodes, "top"),
-            cfg.dt.context,
-            cfg.dt.return_scale,
-            discrete_actions=algo.discrete,
-            state_stats=(algo.sampler.state_mean, algo.sampler.state_std),
-        )
+        top = TrajectoryBuffer(size, algo.dataset.episodes).episodes
+        algo.sampler = algo.sampler_over(top, "best offline trajectories")
     started = time.perf_counter()
     while time.perf_counter() - started < seconds:
         algo.iterate()
