@@ -75,6 +75,23 @@ def _ensure_safe(value: Any, where: str = "payload") -> None:
     )
 
 
+def _on_cpu(value: Any) -> Any:
+    """``value`` with every tensor on the CPU (CPU tensors are kept as they are).
+
+    A checkpoint written by a CUDA learner then loads with a plain ``torch.load`` on a machine
+    without a GPU, not only through rlformer's loader (which maps to the CPU anyway).
+    """
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, Mapping):
+        return {key: _on_cpu(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_on_cpu(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_on_cpu(item) for item in value)
+    return value
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a fsync'ed temp file in the same folder and a rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -96,7 +113,7 @@ def write_checkpoint_file(path: Path, payload: Mapping[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        torch.save({"format": CHECKPOINT_FORMAT, **payload}, tmp)
+        torch.save({"format": CHECKPOINT_FORMAT, **_on_cpu(payload)}, tmp)
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)

@@ -135,6 +135,16 @@ def build_algorithm(cfg: TrainConfig, resuming: bool = False) -> Algorithm:
     return algorithm_class(cfg.algo)(cfg, resolve_device(cfg.run.device), resuming)
 
 
+def _restore_cuda_rng(states: list[torch.Tensor]) -> None:
+    """Put back the GPUs' generator states a CUDA run saved, on the GPUs this machine has.
+
+    A run resumed on a machine without a GPU needs none of them; one resumed on CUDA draws
+    the same dropout masks as the run it continues.
+    """
+    if states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states[: torch.cuda.device_count()])
+
+
 def run(
     cfg: TrainConfig,
     resume_dir: str | Path | None = None,
@@ -181,6 +191,7 @@ def run(
             loop_scope.callback(algo.close)
             if payload is not None and ckpt_path is not None:
                 torch.set_rng_state(payload["torch_rng"])
+                _restore_cuda_rng(payload.get("cuda_rng", []))
                 logger = MetricsLogger(run_dir, resume_step=algo.log_step())
                 progress = algo.progress()
                 log_line(f"resuming {run_dir} at {progress.unit} {progress.done}/{progress.total}")
@@ -237,6 +248,8 @@ def _train(
             "algo": cfg.algo,
             "config": cfg.model_dump(mode="json"),
             "torch_rng": torch.get_rng_state(),
+            # A CUDA learner's dropout draws from the GPU's generator, not the CPU one.
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
             "iteration": algo.iteration,
             "best_eval": periodic.best,
             **state,
