@@ -69,11 +69,18 @@ eval: {episodes: 4}
 """
 
 
+def _pythonpath(*folders: Path) -> str:
+    """``folders`` first, then the caller's own PYTHONPATH (where an uninstalled checkout finds
+    its dependencies and ``rlformer_envs``)."""
+    inherited = os.environ.get("PYTHONPATH")
+    return os.pathsep.join([*map(str, folders), *([inherited] if inherited else [])])
+
+
 def rlformer(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
     # The user's module is found from the working directory (as for `python -m`), on the driver
     # and, through Ray's job working directory, on the embedded Ray's workers. `tests` (for
     # tests.space_envs) is found through PYTHONPATH.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(cwd)])}
+    env = {**os.environ, "PYTHONPATH": _pythonpath(REPO, cwd)}
     result = subprocess.run(
         [sys.executable, "-m", "rlformer.cli", *args],
         cwd=cwd,
@@ -210,7 +217,7 @@ def test_killed_run_with_normalisation_resumes_to_identical_result(tmp_path: Pat
     proc = subprocess.Popen(
         [sys.executable, "-m", "rlformer.cli", "train", "--set", f"run.root={killed_root}", *sets],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": _pythonpath(REPO)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

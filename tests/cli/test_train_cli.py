@@ -117,7 +117,9 @@ ASYNC_RAY = ["--set", "rollout.backend=ray", "--set", "rollout.async_sampling=tr
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", [[], ASYNC_RAY], ids=["local", "ray-async"])
+@pytest.mark.parametrize(
+    "backend", [[], pytest.param(ASYNC_RAY, marks=pytest.mark.ray)], ids=["local", "ray-async"]
+)
 def test_killed_run_resumes_to_identical_result(tmp_path: Path, backend: list[str]) -> None:
     steps = ["--set", "ppo.total_steps=640", "--set", "run.checkpoint_every=2", *backend]
     straight_root, killed_root = tmp_path / "straight", tmp_path / "killed"
@@ -295,6 +297,7 @@ def test_suite_puts_rlformer_and_sb3_agents_on_their_tasks_in_one_table(tmp_path
     assert other.returncode == 2 and "fits no task of suite 'other'" in other.stderr
 
 
+@pytest.mark.ray
 def test_unreachable_ray_cluster_fails_fast_with_the_fix(tmp_path: Path) -> None:
     """A wrong rollout.ray_address is one clear error, not minutes of Ray retrying in silence."""
     with socket.socket() as probe:  # a port nothing listens on once closed
