@@ -5,12 +5,14 @@ Run (needs the bench extra: `pip install -e ".[bench]"`):
         --env Hopper-v5 --target 3600
     .venv/bin/python scripts/bench/dt.py --quick       # records small datasets itself
     .venv/bin/python scripts/bench/dt.py --ablations   # where rlformer's training time goes
+    python3 scripts/bench/dt.py --quick --device cuda  # training on a GPU (bf16 autocast for all)
 
 All three learners train in this one process with the same loop (same windows from the same
 sampler, fused AdamW as in rlformer's DT learner, warm-up, gradient clipping, batch, steps) and
 equal width/depth (3 layers, 1 head, d_model 128, dropout 0.1, K = 20; BC is a 3-layer MLP of
 width 128 on the current state). The three train in turns of 20 steps, so machine load hits
-them alike.
+them alike. On CUDA every learner trains under the same bf16 autocast (rlformer's core applies
+it itself there); evaluation runs on CPU, as rlformer's DT trainer evaluates.
 Printed: training samples/s (windows per second), the ratio to transformers' model, and the
 final evaluation return (return-conditioned for the DTs).
 """
@@ -31,6 +33,7 @@ from torch import nn
 
 from rlformer.algos.dt import build_dt, normalized_actions
 from rlformer.config import EnvConfig, load_config
+from rlformer.core.device import autocast_context, resolve_device
 from rlformer.data import load_dataset
 from rlformer.data.sampling import WindowBatch, WindowSampler
 from rlformer.evaluation.dt_runner import DTPolicy, action_bounds, run_return_conditioned
@@ -106,13 +109,18 @@ def train(
     seed: int,
     round_steps: int = 20,
     warmup_steps: int = 0,
+    device: torch.device | None = None,
 ) -> dict[str, float]:
     """Same loop for every model; returns training windows per second of each.
 
     The models take turns in rounds of ``round_steps`` steps, so load on a shared machine
-    slows them alike and the ratios hold.
+    slows them alike and the ratios hold. Each round's windows are copied to ``device`` before
+    its clock starts, and on CUDA the clock stops only after the device has finished.
     """
+    device = device or torch.device("cpu")
     torch.manual_seed(seed)
+    for model in models.values():
+        model.to(device)
     rng = np.random.default_rng(seed)
     optimizers = {
         name: torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=1e-4, fused=True)
@@ -125,15 +133,24 @@ def train(
 
     def train_step(name: str, w: WindowBatch) -> None:
         model = models[name]
-        out = model(w.states, w.actions, w.returns_to_go, w.timesteps, w.mask)
-        loss = dt_loss(out.action_preds, w.actions, w.mask, discrete)
+        with autocast_context(device):
+            out = model(w.states, w.actions, w.returns_to_go, w.timesteps, w.mask)
+            loss = dt_loss(out.action_preds, w.actions, w.mask, discrete)
         optimizers[name].zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 0.25)
         optimizers[name].step()
         schedules[name].step()
 
-    warmup = [sampler.sample(batch, rng) for _ in range(warmup_steps)]
+    def sample() -> WindowBatch:
+        w = sampler.sample(batch, rng)
+        return WindowBatch(*(getattr(w, f).to(device) for f in WindowBatch.__dataclass_fields__))
+
+    def synchronize() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    warmup = [sample() for _ in range(warmup_steps)]
     for name, model in models.items():
         model.train()
         for w in warmup:  # not timed: lets torch.compile build its graphs
@@ -141,12 +158,16 @@ def train(
     seconds = dict.fromkeys(models, 0.0)
     for first in range(0, steps, round_steps):
         # Fresh windows every round, the same for every model; sampling is not timed.
-        windows = [sampler.sample(batch, rng) for _ in range(min(round_steps, steps - first))]
+        windows = [sample() for _ in range(min(round_steps, steps - first))]
         for name in models:
+            synchronize()
             start = time.perf_counter()
             for w in windows:
                 train_step(name, w)
+            synchronize()
             seconds[name] += time.perf_counter() - start
+    for model in models.values():
+        model.cpu()
     return {name: steps * batch / seconds[name] for name in models}
 
 
@@ -211,7 +232,9 @@ ABLATIONS = {
 }
 
 
-def ablations(path: Path, env_id: str, scale: float, steps: int, batch: int) -> None:
+def ablations(
+    path: Path, env_id: str, scale: float, steps: int, batch: int, device: torch.device
+) -> None:
     """Training speed of rlformer DT variants against transformers' model (no evaluation).
 
     Shows where the time goes: the positional scheme, dropout masks, torch.compile.
@@ -228,7 +251,9 @@ def ablations(path: Path, env_id: str, scale: float, steps: int, batch: int) -> 
     for name, overrides in ABLATIONS.items():
         cfg = load_config(None, ["algo=dt", f"env.id={env_id}", *overrides])
         models[name] = build_dt(cfg, env.observation_space, env.action_space)
-    rates = train(models, sampler, steps, batch, discrete=False, seed=0, warmup_steps=5)
+    rates = train(
+        models, sampler, steps, batch, discrete=False, seed=0, warmup_steps=5, device=device
+    )
     base = rates["transformers DecisionTransformerModel"]
     print(f"\n{env_id} ({path}), {steps} steps x batch {batch}")
     print(f"{'learner':<50} {'samples/s':>10} {'vs HF':>7}")
@@ -261,11 +286,15 @@ def main() -> None:
         action="store_true",
         help="Time rlformer DT variants against transformers' model on the quick Hopper data.",
     )
+    parser.add_argument(
+        "--device", default="cpu", choices=["auto", "cpu", "cuda"], help="training device"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    device = resolve_device(args.device)
     if args.ablations:
         path, env_id, _, _, scale = quick_datasets(Path("runs/bench_dt_data"))[0]
-        ablations(path, env_id, scale, min(args.steps, 300), args.batch)
+        ablations(path, env_id, scale, min(args.steps, 300), args.batch, device)
         return
     if args.quick or args.dataset is None:
         runs = quick_datasets(Path("runs/bench_dt_data"))
@@ -299,7 +328,11 @@ def main() -> None:
             ),
             "behaviour cloning (MLP)": BehaviourCloning(state_dim, act_dim, discrete),
         }
-        rates = train(models, sampler, args.steps, args.batch, discrete, seed=0)
+        # Untimed warm-up steps: otherwise the first model timed also pays for the device's
+        # one-off start (CUDA context, kernel selection), which made it look 1.4x slower.
+        rates = train(
+            models, sampler, args.steps, args.batch, discrete, seed=0, warmup_steps=5, device=device
+        )
         rows = []
         for name, model in models.items():
             params = sum(p.numel() for p in model.parameters())
@@ -310,7 +343,7 @@ def main() -> None:
         hf_rate = rows[1][2]
         print(
             f"\n{env_id} ({path}, {dataset.num_transitions} transitions), {args.steps} steps x "
-            f"batch {args.batch}, target {target:g}, "
+            f"batch {args.batch} on {device.type}, target {target:g}, "
             f"dataset return mean {dataset.returns.mean():.2f}"
         )
         print(f"{'learner':<40} {'params':>9} {'samples/s':>10} {'vs HF':>7} {'return':>9}")

@@ -310,7 +310,9 @@ def _sb3_env(
     return VecNormalize(venv, norm_obs=normalize_obs, norm_reward=normalize_reward)
 
 
-def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: Path) -> Result:
+def run_sb3(
+    name: str, agent: str, steps: int, seed: int, episodes: int, root: Path, device: str = "cpu"
+) -> Result:
     from sb3_contrib import RecurrentPPO
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
@@ -340,10 +342,10 @@ def run_sb3(name: str, agent: str, steps: int, seed: int, episodes: int, root: P
     venv = _sb3_env(cfg, n_envs, seed, normalize_obs, normalize_reward)
     if agent == "recurrent_ppo":
         model = RecurrentPPO(
-            "MlpLstmPolicy", venv, seed=seed, device="cpu", policy_kwargs=policy_kwargs, **settings
+            "MlpLstmPolicy", venv, seed=seed, device=device, policy_kwargs=policy_kwargs, **settings
         )
     else:
-        model = PPO("MlpPolicy", venv, seed=seed, device="cpu", **settings)
+        model = PPO("MlpPolicy", venv, seed=seed, device=device, **settings)
     curve: list[tuple[int, float]] = []
 
     class Curve(BaseCallback):
@@ -513,6 +515,13 @@ def main() -> None:
         help="Config override for the rlformer agents (repeatable), to measure a variant; "
         "give it its own --out, since finished (task, agent, seed) rows are skipped.",
     )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        choices=["cpu", "cuda"],
+        help="Learner device of every agent (rlformer's run.device, SB3's device); rlformer's "
+        "rollout workers act on CPU either way. Give a GPU run its own --out.",
+    )
     args = parser.parse_args()
     if args.quick:
         args.steps, args.seeds, args.episodes = 2048, 1, 5
@@ -529,10 +538,18 @@ def main() -> None:
                     if (name, agent, seed) in seen:
                         continue
                     if agent in ("recurrent_ppo", "ppo_mlp"):
-                        result = run_sb3(name, agent, steps, seed, args.episodes, args.root)
+                        result = run_sb3(
+                            name, agent, steps, seed, args.episodes, args.root, args.device
+                        )
                     else:
                         result = run_rlformer(
-                            name, agent, steps, seed, args.episodes, args.root, args.overrides
+                            name,
+                            agent,
+                            steps,
+                            seed,
+                            args.episodes,
+                            args.root,
+                            [f"run.device={args.device}", *args.overrides],
                         )
                     with args.out.open("a") as handle:
                         handle.write(json.dumps(asdict(result)) + "\n")
