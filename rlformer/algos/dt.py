@@ -179,9 +179,19 @@ class DT:
 
     @classmethod
     def dry_run(cls, cfg: TrainConfig) -> str:
-        env_from_config(cfg.env).close()
+        """Reads the dataset too: a missing, malformed or mismatched file is the likeliest
+        mistake in a DT config, and loading costs seconds even for D4RL-size data."""
+        env = env_from_config(cfg.env)
+        try:
+            dataset = load_dataset(cfg.dt.dataset)
+            check_dataset_fits(dataset, env.observation_space, env.action_space, cfg.env.id)
+        finally:
+            env.close()
         check_run_root(cfg.run.root, create=False)
-        return f"ok: {cfg.algo} on {cfg.env.id}, dataset {cfg.dt.dataset} (not read by --dry-run)"
+        return (
+            f"ok: {cfg.algo} on {cfg.env.id}, dataset {cfg.dt.dataset}: "
+            f"{len(dataset.episodes):,} episodes, {dataset.num_transitions:,} transitions"
+        )
 
     def checkpoint_bytes(self) -> int:
         return checkpoint_bytes_estimate(self.model)

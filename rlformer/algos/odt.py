@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -41,10 +42,38 @@ from rlformer.data.sampling import WindowSampler
 from rlformer.data.trajectory_buffer import CapacityChanged, TrajectoryBuffer
 from rlformer.learners.odt import ODTLearner
 from rlformer.rollout.collector import Collector, WorkerSpec, make_collector
+from rlformer.rollout.env_factory import env_from_config
 
 # What must match between odt.init_from's checkpoint and this run for its weights to mean the
 # same thing here.
 MATCHING_DT_SETTINGS = ("core", "context", "max_timestep", "return_scale", "memory_segments")
+
+
+def initial_policy(
+    cfg: TrainConfig, path: str, observation_space: gym.Space, action_space: gym.Space
+) -> dict[str, Any]:
+    """``odt.init_from``'s checkpoint, refused with the setting to change unless it is a DT or
+    ODT trained with this run's network settings on these spaces."""
+    payload = load_checkpoint(path)
+    if payload.get("kind") != "dt":
+        raise CheckpointError(
+            f"{path}: odt.init_from needs a DT or ODT checkpoint, this one is "
+            f"{payload.get('kind', 'ppo')!r}"
+        )
+    source = checkpoint_config(payload, path)
+    for name in MATCHING_DT_SETTINGS:
+        theirs, ours = getattr(source.dt, name), getattr(cfg.dt, name)
+        if theirs != ours:
+            raise CheckpointError(
+                f"{path}: dt.{name} is {theirs!r} there and {ours!r} here; set the same "
+                f"dt.{name} to fine-tune it"
+            )
+    if checkpoint_spaces(payload, path) != (observation_space, action_space):
+        raise CheckpointError(
+            f"{path}: trained on other observation or action spaces than {cfg.env.id}"
+        )
+    require_keys(payload, path, "model", "normalization")
+    return payload
 
 
 class ODT(DT):
@@ -74,27 +103,21 @@ class ODT(DT):
         cfg = self.cfg
         return ODTLearner(self.model, cfg.dt, cfg.odt, self.device, nonfinite=cfg.run.nonfinite)
 
+    @classmethod
+    def dry_run(cls, cfg: TrainConfig) -> str:
+        line = super().dry_run(cfg)
+        if cfg.odt.init_from is None:
+            return line
+        env = env_from_config(cfg.env)
+        try:
+            initial_policy(cfg, cfg.odt.init_from, env.observation_space, env.action_space)
+        finally:
+            env.close()
+        return f"{line}; fine-tunes {cfg.odt.init_from}"
+
     def _load_initial_policy(self, path: str) -> None:
         """Weights and state normalisation of a DT (or ODT) checkpoint to fine-tune."""
-        payload = load_checkpoint(path)
-        if payload.get("kind") != "dt":
-            raise CheckpointError(
-                f"{path}: odt.init_from needs a DT or ODT checkpoint, this one is "
-                f"{payload.get('kind', 'ppo')!r}"
-            )
-        source = checkpoint_config(payload, path)
-        for name in MATCHING_DT_SETTINGS:
-            theirs, ours = getattr(source.dt, name), getattr(self.cfg.dt, name)
-            if theirs != ours:
-                raise CheckpointError(
-                    f"{path}: dt.{name} is {theirs!r} there and {ours!r} here; set the same "
-                    f"dt.{name} to fine-tune it"
-                )
-        if checkpoint_spaces(payload, path) != (self.observation_space, self.action_space):
-            raise CheckpointError(
-                f"{path}: trained on other observation or action spaces than {self.cfg.env.id}"
-            )
-        require_keys(payload, path, "model", "normalization")
+        payload = initial_policy(self.cfg, path, self.observation_space, self.action_space)
         # A plain DT has no spread head; ODT starts it fresh and keeps every other weight.
         missing, unexpected = self.model.load_state_dict(payload["model"], strict=False)
         if unexpected or any(not key.startswith("predict_log_std.") for key in missing):

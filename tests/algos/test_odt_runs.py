@@ -25,7 +25,7 @@ from rlformer.data.synthetic import tmaze_walks
 from rlformer.data.trajectory_buffer import TrajectoryBuffer
 from rlformer.interrupts import Interrupted
 from rlformer.runs import read_metrics
-from rlformer.training import train
+from rlformer.training import check_config, train
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_DT = [
@@ -186,6 +186,14 @@ def test_fine_tunes_a_dt_checkpoint_and_refuses_a_mismatched_one(
         assert torch.equal(weights[key].cpu(), value), key  # the model is on run.device
     with pytest.raises(CheckpointError, match="dt.context is 4 there and 6 here"):
         build_algorithm(_tmaze_odt(walks, tmp_path, f"odt.init_from={dt_run}", "dt.context=6"))
+    # `rlformer train --dry-run` reads the checkpoint too, with the same checks.
+    assert check_config(_tmaze_odt(walks, tmp_path, f"odt.init_from={dt_run}")).endswith(
+        f"fine-tunes {dt_run}"
+    )
+    with pytest.raises(CheckpointError, match="dt.context is 4 there and 6 here"):
+        check_config(_tmaze_odt(walks, tmp_path, f"odt.init_from={dt_run}", "dt.context=6"))
+    with pytest.raises(CheckpointError, match="not found"):
+        check_config(_tmaze_odt(walks, tmp_path, f"odt.init_from={tmp_path / 'nowhere'}"))
 
 
 def test_continuous_dt_gains_a_fresh_spread_head(

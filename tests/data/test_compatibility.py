@@ -66,15 +66,23 @@ def test_train_cli_refuses_another_tasks_file_and_leaves_no_run(tmp_path: Path) 
     data = tmp_path / "walks.hdf5"
     write_d4rl(data, tmaze_walks(4, 8, seed=0, p_correct=1.0), {"env_id": "rlformer/TMaze-v0"})
     root = tmp_path / "runs"
-    result = rlformer(
+    settings = ("--set", "algo=dt", "--set", f"dt.dataset={data}", "--set", f"run.root={root}")
+    # --dry-run reads the dataset too, so it catches the mismatch before anything starts.
+    for dry_run in (["--dry-run"], []):
+        result = rlformer(
+            "train", *dry_run, *settings, "--set", "env.id=CartPole-v1", cwd=tmp_path, check=False
+        )
+        assert result.returncode == 2, result.stderr
+        assert "recorded on rlformer/TMaze-v0, has 3-value observations" in result.stderr
+        assert "CartPole-v1 has 4-value observations and 2 discrete actions" in result.stderr
+        assert "Traceback" not in result.stderr
+        assert not root.exists(), "a refused dataset must not create a run directory"
+    fitting = rlformer(
         "train",
-        *("--set", "algo=dt", "--set", "env.id=CartPole-v1"),
-        *("--set", f"dt.dataset={data}", "--set", f"run.root={root}"),
+        "--dry-run",
+        *settings,
+        *("--set", "env.id=rlformer/TMaze-v0", "--set", "env.kwargs.length=4"),
         cwd=tmp_path,
-        check=False,
     )
-    assert result.returncode == 2, result.stderr
-    assert "recorded on rlformer/TMaze-v0, has 3-value observations" in result.stderr
-    assert "CartPole-v1 has 4-value observations and 2 discrete actions" in result.stderr
-    assert "Traceback" not in result.stderr
-    assert not root.exists(), "a refused dataset must not create a run directory"
+    assert "8 episodes, 40 transitions" in fitting.stdout + fitting.stderr
+    assert not root.exists()
