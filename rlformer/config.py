@@ -300,8 +300,8 @@ class RunConfig(StrictModel):
     seed: int = Field(0, ge=0, description="Seed for envs, action sampling and initialisation.")
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto",
-        description="Learner device: auto picks cuda when available. For the default small PPO "
-        "models without an image encoder a CPU learner measured faster (docs/BENCHMARKS.md).",
+        description="Learner device: auto picks cuda when available. PPO models under 100k "
+        "parameters without an image encoder measured faster on the CPU (docs/BENCHMARKS.md).",
     )
     torch_threads: int = Field(1, ge=1, description="torch intra-op threads for the learner.")
     checkpoint_every: int = Field(10, ge=1, description="Write a checkpoint every N iterations.")

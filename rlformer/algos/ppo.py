@@ -95,6 +95,32 @@ def format_evaluation(results: EpisodeResults) -> str:
     return line
 
 
+# Below this size, and without an image encoder, rlformer's PPO learner ran 12-22% slower on a
+# GPU than on one CPU thread (87k-parameter GTrXL models; a 150k one ran at the same speed on
+# both; docs/BENCHMARKS.md, session 21).
+SMALL_MODEL_PARAMETERS = 100_000
+
+
+def cpu_learner_hint(cfg: TrainConfig, device: torch.device, model: ActorCritic) -> str | None:
+    """A note for a learner that ``run.device: auto`` put on a GPU where the CPU measured faster.
+
+    Small models make every update a string of tiny kernel launches and host-device copies, so
+    a GPU slows them down; an explicit ``run.device: cuda`` is the user's choice and gets none.
+    """
+    if device.type != "cuda" or cfg.run.device != "auto":
+        return None
+    if any(isinstance(module, torch.nn.Conv2d) for module in model.modules()):
+        return None
+    parameters = sum(p.numel() for p in model.parameters())
+    if parameters >= SMALL_MODEL_PARAMETERS:
+        return None
+    return (
+        f"note: run.device auto put the learner on cuda; PPO models this small ({parameters:,} "
+        "parameters, no image encoder) trained 12-22% slower there than on one CPU thread in "
+        "our measurements (docs/BENCHMARKS.md): set run.device=cpu to use the CPU"
+    )
+
+
 class PPO:
     """The :class:`~rlformer.algos.base.Algorithm` for ``algo: ppo``."""
 
@@ -110,6 +136,9 @@ class PPO:
         torch.manual_seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
         self.model = build_model(cfg)
+        hint = cpu_learner_hint(cfg, device, self.model)
+        if hint is not None:
+            log_line(hint)
         self.learner = PPOLearner(
             self.model,
             cfg.ppo,

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlformer.config import load_config
+from rlformer.data.recorder import collect_dataset
 from rlformer.training import check_config
 
 ROOT = Path(__file__).parents[2] / "configs"
@@ -16,6 +17,13 @@ CONFIGS = sorted([*ROOT.glob("*.yaml"), *ROOT.glob("memory/*.yaml")])
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_config_builds_its_env_and_model(path: Path, tmp_path: Path) -> None:
     cfg = load_config(path, [f"run.root={tmp_path}"])
+    if cfg.algo in ("dt", "odt"):
+        # --dry-run reads the dataset, which the config's comment says how to make: a small
+        # random-policy recording on the config's env stands in for it.
+        data = tmp_path / "data.hdf5"
+        env = cfg.env
+        collect_dataset("random", env.id, 200, data, env_kwargs=env.kwargs, progress=False)
+        cfg = load_config(path, [f"run.root={tmp_path}", f"dt.dataset={data}"])
     assert check_config(cfg).startswith(f"ok: {cfg.algo} on {cfg.env.id}")
     assert cfg.run.name in path.stem or path.stem == "quickstart"
 
