@@ -388,18 +388,45 @@ def collect(
         bool, typer.Option(help="Sample a trained policy's actions instead of taking the mode.")
     ] = False,
     trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Run config whose env section builds the env (imports, wrappers, kwargs), as a "
+            "DT trained with that config builds it; --env replaces its id."
+        ),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="KEY=VALUE for that env, e.g. env.id=MiniGrid-MemoryS11-v0, preset=minigrid "
+            "(repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Record an offline dataset from a policy, in the D4RL HDF5 layout with metadata.
 
     --noise and --random-fraction turn one trained policy into medium- or replay-like data.
+    --config / --set build envs that need imports or wrappers (POPGym, MiniGrid, your own);
+    train the DT with the same settings so that the data fits its env.
     """
+    from rlformer.config import offline_env_config
     from rlformer.data.inspect import format_summary, summarize_dataset
     from rlformer.data.recorder import collect_dataset
 
     try:
         env_cfg = _policy_env(policy, trust_checkpoint)
+        if config is not None or set_:
+            if env_cfg is not None:
+                fail(
+                    "--config and --set describe the env, but a trained rlformer policy brings "
+                    "its own training env: give one or the other"
+                )
+            env_cfg = offline_env_config(config, set_)
         env_id = env or (env_cfg.id if env_cfg is not None else "CartPole-v1")
-        kwargs = env_cfg.kwargs if env is None and env_cfg is not None else None
+        # A policy's training env keeps its kwargs only for its own id; --set ones always hold.
+        keep_kwargs = env_cfg is not None and (env is None or config is not None or bool(set_))
+        kwargs = env_cfg.kwargs if keep_kwargs else None
         dataset = collect_dataset(
             policy,
             env_id,

@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from rlformer.core.config import CoreConfig
-from rlformer.presets import PRESETS, UnknownPresetError, apply_preset
+from rlformer.presets import UnknownPresetError, apply_preset
 
 
 class ConfigError(ValueError):
@@ -459,7 +459,8 @@ class TrainConfig(StrictModel):
         "auto",
         description="Tuned settings of a task family laid under a loaded config: popgym, "
         "minigrid, cartpole-novel, pendulum-novel, lunarlander-novel, mujoco, auto (by env.id, "
-        "PPO only) or null (none); the config's keys and --set win.",
+        "PPO only) or null (none); the config's keys and --set win. For dt and odt a named "
+        "preset sets only the env section (imports, wrappers).",
     )
     run: RunConfig = Field(default_factory=RunConfig, description="Run directory, seed, device.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment.")
@@ -642,22 +643,7 @@ def check_sections_read(cfg: TrainConfig) -> None:
     defaults = TrainConfig(algo=cfg.algo).model_dump(mode="json")
     for section in dict.fromkeys(path.partition(".")[0] for path in _UNREAD_PATHS[cfg.algo]):
         for key in _changed_keys(values[section], defaults[section], f"{section}."):
-            if cfg.preset is not None and _holds(PRESETS.get(cfg.preset, {}), key):
-                raise ConfigError(
-                    f"{key} comes from preset {cfg.preset}, whose settings are for PPO; algo "
-                    f"{cfg.algo} never reads it: set preset: null (--set preset=null)"
-                )
             _refuse_unread(cfg.algo, key)
-
-
-def _holds(tree: dict[str, Any], dotted: str) -> bool:
-    """Whether the nested mapping ``tree`` holds the dotted key."""
-    node: Any = tree
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
 
 
 def build_config(raw: dict[str, Any], check_unread: bool = True) -> TrainConfig:
@@ -680,6 +666,18 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     """Load ``path`` (or the defaults when None), apply ``--set`` overrides and validate."""
     raw = read_yaml(path) if path is not None else {}
     return build_config(apply_overrides(raw, list(overrides or [])))
+
+
+def offline_env_config(path: str | Path | None, overrides: list[str] | None = None) -> EnvConfig:
+    """The env that a DT or ODT run of ``path`` plus ``overrides`` would build.
+
+    ``rlformer collect --config/--set`` records data through it, so the data fits the DT that
+    trains on it: ``preset: auto`` adds nothing for offline algorithms, a named preset only its
+    env section. The file may be a PPO config; its other sections are not read.
+    """
+    raw = read_yaml(path) if path is not None else {}
+    raw = apply_overrides({**raw, "algo": "dt"}, list(overrides or []))
+    return build_config(raw, check_unread=False).env
 
 
 def load_saved_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:

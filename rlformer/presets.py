@@ -248,11 +248,18 @@ def family_preset(env_id: str) -> str | None:
     return next((name for prefix, name in _FAMILIES.items() if bare.startswith(prefix)), None)
 
 
+# What a preset named for an offline algorithm (dt, odt) gives it: the env as the family needs it
+# built (imports, wrappers such as MiniGrid's one-hot view). The rest was measured for PPO.
+OFFLINE_SECTIONS = ("env",)
+
+
 def apply_preset(raw: dict[str, Any]) -> dict[str, Any]:
     """``raw`` laid over the preset it names (unchanged when it names none).
 
     ``auto`` becomes the env family's preset for PPO runs, or null; either way the result says
-    which, so a run directory's config.yaml records what was applied.
+    which, so a run directory's config.yaml records what was applied. For dt and odt a named
+    preset lays only its :data:`OFFLINE_SECTIONS`, so a DT trains on the env its data was
+    recorded on with that preset.
     """
     name = raw.get("preset", "auto")
     if name == "auto":
@@ -268,4 +275,7 @@ def apply_preset(raw: dict[str, Any]) -> dict[str, Any]:
             f"preset: unknown preset {name!r}; choose one of "
             f"{', '.join(sorted(PRESETS))}, auto (by env.id) or null (none)"
         )
-    return merged(PRESETS[name], raw)
+    preset = PRESETS[name]
+    if raw.get("algo", "ppo") != "ppo":
+        preset = {key: value for key, value in preset.items() if key in OFFLINE_SECTIONS}
+    return merged(preset, raw)

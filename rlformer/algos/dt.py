@@ -27,7 +27,7 @@ from rlformer.checkpoints import (
 )
 from rlformer.config import ConfigError, TrainConfig
 from rlformer.data import load_dataset
-from rlformer.data.compatibility import check_dataset_fits
+from rlformer.data.compatibility import check_dataset_fits, dt_space_problem
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.sampling import WindowSampler
 from rlformer.evaluation.dt_runner import (
@@ -38,7 +38,7 @@ from rlformer.evaluation.dt_runner import (
 )
 from rlformer.learners.dt import DTLearner
 from rlformer.models.decision_transformer import DecisionTransformer
-from rlformer.rollout.env_factory import env_from_config
+from rlformer.rollout.env_factory import EnvError, describe_env, env_from_config
 from rlformer.runs import check_run_root
 
 
@@ -79,6 +79,15 @@ def episode_return_range(dataset: Dataset) -> dict[str, float]:
         "median": float(median),
         "q75": float(q75),
     }
+
+
+def refuse_unusable_spaces(
+    cfg: TrainConfig, observation_space: gym.Space, action_space: gym.Space
+) -> None:
+    """:class:`EnvError` naming the env and the fix if a DT cannot take its spaces."""
+    problem = dt_space_problem(observation_space, action_space)
+    if problem is not None:
+        raise EnvError(f"{describe_env(cfg.env)}: algo {cfg.algo} cannot take {problem}")
 
 
 def build_dt(
@@ -146,6 +155,7 @@ class DT:
         env = env_from_config(cfg.env)
         self.observation_space, self.action_space = env.observation_space, env.action_space
         env.close()
+        refuse_unusable_spaces(cfg, self.observation_space, self.action_space)
         self.low, self.high = action_bounds(self.action_space)
         self.discrete = isinstance(self.action_space, gym.spaces.Discrete)
         raw = load_dataset(cfg.dt.dataset)
@@ -183,6 +193,7 @@ class DT:
         mistake in a DT config, and loading costs seconds even for D4RL-size data."""
         env = env_from_config(cfg.env)
         try:
+            refuse_unusable_spaces(cfg, env.observation_space, env.action_space)
             dataset = load_dataset(cfg.dt.dataset)
             check_dataset_fits(dataset, env.observation_space, env.action_space, cfg.env.id)
         finally:

@@ -1,4 +1,4 @@
-"""Does a dataset fit the env a Decision Transformer is trained and evaluated on?
+"""Can a Decision Transformer act in an env, and does a dataset fit that env?
 
 Data from a task with other observation or action sizes (Hopper data with ``env.id`` set to
 Walker2d, say) would otherwise fail deep inside numpy with a broadcasting error, or, for a
@@ -13,6 +13,32 @@ import numpy as np
 
 from rlformer.data.episodes import Dataset
 from rlformer.data.errors import DatasetError
+
+
+def dt_space_problem(observation_space: gym.Space, action_space: gym.Space) -> str | None:
+    """Why a DT cannot take these spaces, with the fix; None when it can.
+
+    A DT's state token is one flat vector and its action head predicts one Discrete or Box
+    action (the D4RL layout stores them that way too); PPO's encoders take any space.
+    """
+    problems = []
+    if not isinstance(observation_space, gym.spaces.Box | gym.spaces.Discrete):
+        problems.append(
+            f"{type(observation_space).__name__} observations (a DT takes Box or Discrete ones: "
+            "flatten them with env.wrappers, e.g. gymnasium.wrappers:FlattenObservation, or a "
+            "family preset such as preset: minigrid)"
+        )
+    if not isinstance(action_space, gym.spaces.Box | gym.spaces.Discrete):
+        problems.append(
+            f"{type(action_space).__name__} actions (a DT predicts one Box or Discrete action; "
+            "algo ppo takes any action space)"
+        )
+    elif isinstance(action_space, gym.spaces.Discrete) and action_space.start != 0:
+        problems.append(
+            f"Discrete actions numbered from {action_space.start} (a DT predicts indices from "
+            "0; renumber them with an action wrapper, or use algo ppo)"
+        )
+    return "; ".join(problems) or None
 
 
 def _sizes(observations: int, actions: str) -> str:

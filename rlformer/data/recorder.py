@@ -28,7 +28,7 @@ from rlformer.data.policies import (
     RlformerPolicy,
     SB3Policy,
 )
-from rlformer.rollout.env_factory import vector_env_from_config
+from rlformer.rollout.env_factory import EnvError, vector_env_from_config
 
 
 def make_source(
@@ -140,6 +140,7 @@ def collect_dataset(
     cfg = base.model_copy(update=update)
     envs = vector_env_from_config(cfg, num_envs)
     try:
+        _check_storable(envs.single_observation_space, env_id)
         source: ActionSource = make_source(policy, envs, num_envs, seed, deterministic, trust)
         if noise > 0 or random_fraction > 0:
             source = NoisyPolicy(source, envs.single_action_space, noise, random_fraction, seed)
@@ -160,6 +161,32 @@ def collect_dataset(
     }
     write_d4rl(out, episodes, metadata)
     return Dataset(episodes, source=str(out), metadata=metadata)
+
+
+def _flattenable(space: gym.Space) -> bool:
+    try:
+        return bool(space.is_np_flattenable)
+    except NotImplementedError:  # gymnasium's Text, Graph, Sequence spaces
+        return False
+
+
+def _check_storable(space: gym.Space, env_id: str) -> None:
+    """:class:`EnvError` naming the parts of ``space`` a D4RL file's one array cannot hold
+    (MiniGrid's mission text, say), with how to drop them, before any step is taken."""
+    if _flattenable(space):
+        return
+    if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple):
+        items = space.spaces.items() if isinstance(space, gym.spaces.Dict) else enumerate(space)
+        parts = ", ".join(
+            f"{key} ({type(sub).__name__})" for key, sub in items if not _flattenable(sub)
+        )
+    else:
+        parts = type(space).__name__
+    raise EnvError(
+        f"{env_id}'s observations have parts a D4RL file cannot store ({parts}); drop them "
+        "with a wrapper: a family preset such as --set preset=minigrid, or env.wrappers in a "
+        "config given with --config"
+    )
 
 
 def _record(

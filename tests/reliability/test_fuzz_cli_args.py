@@ -101,7 +101,7 @@ OPTIONS: dict[str, dict[str, list[str] | None]] = {
         "--policy": ["random", "{run}", "{ckpt}", "sb3:{junk}", "{missing}", "{dataset}"],
         "--env": ENVS, "--seed": NUMBERS, "--num-envs": ["1", "2", "0", "-1", "x"],
         "--noise": NUMBERS, "--random-fraction": ["0", "0.5", "1", "2", "-1"],
-        "--stochastic": None, "--trust-checkpoint": None,
+        "--stochastic": None, "--trust-checkpoint": None, "--config": PATHS, "--set": SETS,
     },
     "dataset info": {},
     "config-doc": {},
