@@ -13,34 +13,23 @@ import torch
 from rlformer.algos.loop import build_algorithm, run
 from rlformer.checkpoints import load_checkpoint
 from rlformer.config import TrainConfig, load_config
-from rlformer.data.d4rl_format import write_d4rl
-from rlformer.data.synthetic import tmaze_walks
 from rlformer.training import resume
+from tests.algos.test_odt_runs import TINY_DT as ODT_TESTS_DT
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 TINY_DT = [
     "env.id=rlformer/TMaze-v0",
     "env.kwargs.length=4",
-    "dt.context=4",
+    *ODT_TESTS_DT,
+    # The sizes these tests were run with on an H100 and an H200 (later keys win).
     "dt.batch_size=16",
-    "dt.log_every=5",
-    "dt.warmup_steps=10",
     "dt.core.n_layers=2",
     "dt.core.d_model=32",
     "dt.core.d_ff=64",
-    "dt.core.dropout=0.0",
     "dt.target_returns=[1]",
     "eval.episodes=4",
 ]
-
-
-@pytest.fixture(scope="module")
-def walks(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("data") / "walks.hdf5"
-    write_d4rl(path, tmaze_walks(4, 40, seed=0, p_correct=0.75), {"env_id": "rlformer/TMaze-v0"})
-    return path
-
 
 Weights = dict[str, torch.Tensor]
 

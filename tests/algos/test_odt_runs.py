@@ -41,13 +41,6 @@ TINY_DT = [
 
 
 @pytest.fixture(scope="module")
-def walks(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("data") / "walks.hdf5"
-    write_d4rl(path, tmaze_walks(4, 40, seed=0, p_correct=0.75), {"env_id": "rlformer/TMaze-v0"})
-    return path
-
-
-@pytest.fixture(scope="module")
 def cartpole(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("data") / "cartpole_random.hdf5"
     collect_dataset("random", "CartPole-v1", 1500, path, seed=0, num_envs=4, progress=False)
