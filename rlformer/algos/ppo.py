@@ -104,8 +104,8 @@ SMALL_MODEL_PARAMETERS = 100_000
 def cpu_learner_hint(cfg: TrainConfig, device: torch.device, model: ActorCritic) -> str | None:
     """A note for a learner that ``run.device: auto`` put on a GPU where the CPU measured faster.
 
-    Small models make every update a string of tiny kernel launches and host-device copies, so
-    a GPU slows them down; an explicit ``run.device: cuda`` is the user's choice and gets none.
+    With small models an update is likely a string of tiny kernel launches and host-device
+    copies (not profiled); an explicit ``run.device: cuda`` is the user's choice and gets none.
     """
     if device.type != "cuda" or cfg.run.device != "auto":
         return None
