@@ -193,15 +193,23 @@ class DT:
         mistake in a DT config, and loading costs seconds even for D4RL-size data."""
         env = env_from_config(cfg.env)
         try:
-            refuse_unusable_spaces(cfg, env.observation_space, env.action_space)
-            dataset = load_dataset(cfg.dt.dataset)
-            check_dataset_fits(dataset, env.observation_space, env.action_space, cfg.env.id)
+            summary = cls._check_against_env(cfg, env.observation_space, env.action_space)
         finally:
             env.close()
         check_run_root(cfg.run.root, create=False)
+        return f"ok: {cfg.algo} on {cfg.env.id}, {summary}"
+
+    @classmethod
+    def _check_against_env(
+        cls, cfg: TrainConfig, observation_space: gym.Space, action_space: gym.Space
+    ) -> str:
+        """--dry-run's checks of what the run reads against the env's spaces; a summary."""
+        refuse_unusable_spaces(cfg, observation_space, action_space)
+        dataset = load_dataset(cfg.dt.dataset)
+        check_dataset_fits(dataset, observation_space, action_space, cfg.env.id)
         return (
-            f"ok: {cfg.algo} on {cfg.env.id}, dataset {cfg.dt.dataset}: "
-            f"{len(dataset.episodes):,} episodes, {dataset.num_transitions:,} transitions"
+            f"dataset {cfg.dt.dataset}: {len(dataset.episodes):,} episodes, "
+            f"{dataset.num_transitions:,} transitions"
         )
 
     def checkpoint_bytes(self) -> int:

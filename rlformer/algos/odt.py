@@ -42,7 +42,6 @@ from rlformer.data.sampling import WindowSampler
 from rlformer.data.trajectory_buffer import CapacityChanged, TrajectoryBuffer
 from rlformer.learners.odt import ODTLearner
 from rlformer.rollout.collector import Collector, WorkerSpec, make_collector
-from rlformer.rollout.env_factory import env_from_config
 
 # What must match between odt.init_from's checkpoint and this run for its weights to mean the
 # same thing here.
@@ -104,16 +103,14 @@ class ODT(DT):
         return ODTLearner(self.model, cfg.dt, cfg.odt, self.device, nonfinite=cfg.run.nonfinite)
 
     @classmethod
-    def dry_run(cls, cfg: TrainConfig) -> str:
-        line = super().dry_run(cfg)
+    def _check_against_env(
+        cls, cfg: TrainConfig, observation_space: gym.Space, action_space: gym.Space
+    ) -> str:
+        summary = super()._check_against_env(cfg, observation_space, action_space)
         if cfg.odt.init_from is None:
-            return line
-        env = env_from_config(cfg.env)
-        try:
-            initial_policy(cfg, cfg.odt.init_from, env.observation_space, env.action_space)
-        finally:
-            env.close()
-        return f"{line}; fine-tunes {cfg.odt.init_from}"
+            return summary
+        initial_policy(cfg, cfg.odt.init_from, observation_space, action_space)
+        return f"{summary}; fine-tunes {cfg.odt.init_from}"
 
     def _load_initial_policy(self, path: str) -> None:
         """Weights and state normalisation of a DT (or ODT) checkpoint to fine-tune."""

@@ -29,6 +29,10 @@ class WindowBatch:
     timesteps: torch.Tensor  # [B, K] long
     mask: torch.Tensor  # [B, K] bool
 
+    def to(self, device: torch.device) -> WindowBatch:
+        """The same windows with every tensor on ``device``."""
+        return WindowBatch(*(getattr(self, f).to(device) for f in WindowBatch.__dataclass_fields__))
+
 
 def returns_to_go(rewards: np.ndarray, gamma: float = 1.0) -> np.ndarray:
     """``R_t = sum_{t' >= t} gamma^(t'-t) r_t'`` for one episode."""

@@ -52,11 +52,6 @@ class DTLearner:
             self.optimizer, lambda step: min(1.0, (step + 1) / warmup)
         )
 
-    def _to_device(self, batch: WindowBatch) -> WindowBatch:
-        return WindowBatch(
-            *(getattr(batch, f).to(self.device) for f in WindowBatch.__dataclass_fields__)
-        )
-
     def update(self, windows: WindowBatch | list[WindowBatch]) -> dict[str, float]:
         """One gradient step on a window batch (or consecutive windows carrying memory)."""
         segments = [windows] if isinstance(windows, WindowBatch) else windows
@@ -64,7 +59,7 @@ class DTLearner:
         memory = None
         losses = []
         for raw in segments:
-            batch = self._to_device(raw)
+            batch = raw.to(self.device)
             if not batch.mask.any():
                 continue
             out = self.model(

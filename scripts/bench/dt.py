@@ -143,8 +143,7 @@ def train(
         schedules[name].step()
 
     def sample() -> WindowBatch:
-        w = sampler.sample(batch, rng)
-        return WindowBatch(*(getattr(w, f).to(device) for f in WindowBatch.__dataclass_fields__))
+        return sampler.sample(batch, rng).to(device)
 
     def synchronize() -> None:
         if device.type == "cuda":
