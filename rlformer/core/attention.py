@@ -17,7 +17,12 @@ from torch import nn
 
 from rlformer.core.config import CoreConfig
 from rlformer.core.masks import AttentionLayout
-from rlformer.core.positional import apply_rotary, rotary_angles, sinusoid_table
+from rlformer.core.positional import (
+    apply_rotary,
+    relative_shift,
+    rotary_angles,
+    sinusoid_table,
+)
 
 
 class MemoryAttention(nn.Module):
@@ -70,12 +75,7 @@ class MemoryAttention(nn.Module):
         scale = 1.0 / math.sqrt(self.d_head)
 
         if self.scheme == "relative":
-            # (q + v)·W_r r_d for every distance d in [0, M], then gathered to each (i, j).
-            r = self.position_key(self.relative_table.to(x.dtype))  # [M+1, d]
-            r = r.view(-1, self.n_heads, self.d_head)  # [M+1, H, h]
-            pos_scores = torch.einsum("bhtc,dhc->bhtd", q + self.position_bias[None, :, None], r)
-            index = layout.distance[None, None].expand(batch, self.n_heads, seg_len, ctx_len)
-            pos_term = pos_scores.gather(-1, index) * scale  # [B, H, T, S]
+            pos_term = self._relative_term(q, layout, ctx_len) * scale  # [B, H, T, S]
             mask = pos_term.masked_fill(~visible, float("-inf"))
             q = q + self.content_bias[None, :, None]
         elif self.scheme == "learned":
@@ -94,3 +94,24 @@ class MemoryAttention(nn.Module):
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
         )  # [B, H, T, h]
         return self.out(attended.transpose(1, 2).reshape(batch, seg_len, width))
+
+    def _relative_term(
+        self, q: torch.Tensor, layout: AttentionLayout, ctx_len: int
+    ) -> torch.Tensor:
+        """Transformer-XL's ``(q + v)·W_r r_d`` for every query and key, ``[B, H, T, S]``.
+
+        Distances beyond M (always hidden by the window) reuse ``r_M``. When the queries are
+        the last keys in order, scores against distances ``S-1 .. 0`` are shifted into place;
+        a selection of queries (``output_index``) gathers them by its distance table instead.
+        """
+        biased = q + self.position_bias[None, :, None]
+        table = self.relative_table.to(q.dtype)
+        if layout.queries_are_last:
+            distances = torch.arange(ctx_len - 1, -1, -1, device=q.device).clamp(max=len(table) - 1)
+            r = self.position_key(table[distances]).view(ctx_len, self.n_heads, self.d_head)
+            return relative_shift(torch.einsum("bhtc,khc->bhtk", biased, r))
+        r = self.position_key(table).view(-1, self.n_heads, self.d_head)  # [M+1, H, h]
+        scores = torch.einsum("bhtc,dhc->bhtd", biased, r)
+        batch, heads, queries, _ = scores.shape
+        index = layout.distance[None, None].expand(batch, heads, queries, ctx_len)
+        return scores.gather(-1, index)

@@ -36,6 +36,9 @@ class AttentionLayout(NamedTuple):
     new_valid: torch.Tensor  # [B, M] validity of the memory after this segment
     padded: torch.Tensor  # [B, T] bool
     query_positions: torch.Tensor  # [T] long, each query's index among the keys (S + i)
+    # True while the queries are the last T keys in order (every layout but a selection's),
+    # which lets attention shift position scores into place instead of gathering them.
+    queries_are_last: bool = True
 
     def select_queries(self, index: torch.Tensor) -> AttentionLayout:
         """The layout for the queries at segment positions ``index`` only (same keys)."""
@@ -45,6 +48,7 @@ class AttentionLayout(NamedTuple):
             self.new_valid,
             self.padded[:, index],
             self.query_positions[index],
+            queries_are_last=False,
         )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 
 def sinusoid_table(num_positions: int, width: int) -> torch.Tensor:
@@ -27,6 +28,20 @@ def sinusoid_table(num_positions: int, width: int) -> torch.Tensor:
     angles = positions * inv_freq[None, :]  # [P, ceil(width/2)]
     table = torch.cat([angles.sin(), angles.cos()], dim=-1)
     return table[:, :width]
+
+
+def relative_shift(scores: torch.Tensor) -> torch.Tensor:
+    """Scores by distance ``[..., T, S]`` -> scores by key ``[..., T, S]`` (Transformer-XL's shift).
+
+    Column k of ``scores`` holds each query's score for distance ``S - 1 - k``; the T queries are
+    the last T of the S keys, so query i sits at key ``S - T + i``. The result holds, at key
+    ``j <= S - T + i``, the score for distance ``S - T + i - j``. At later keys it holds finite
+    values from the neighbouring row, which the causal mask hides. A pad and views do what a
+    gather would; on CPU the gather's backward (a scatter-add) cost more than its forward.
+    """
+    *lead, queries, keys = scores.shape
+    padded = F.pad(scores, (1, 0)).view(*lead, keys + 1, queries)
+    return padded[..., 1:, :].reshape(*lead, queries, keys)
 
 
 def rotary_angles(positions: torch.Tensor, head_width: int) -> tuple[torch.Tensor, torch.Tensor]:

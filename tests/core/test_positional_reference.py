@@ -26,7 +26,7 @@ def _randomise_position_parameters(module: MemoryAttention) -> None:
 def test_attention_matches_formula(
     scheme: str, seg_len: int, mem_len: int, device: torch.device
 ) -> None:
-    """Fast path (SDPA, gathered relative term, folded u) == per-(i, j) loop over the formula.
+    """Fast path (SDPA, shifted relative term, folded u) == per-(i, j) loop over the formula.
 
     Cases: T > M, a single query (the step() shape), and T > M with the window biting.
     """
