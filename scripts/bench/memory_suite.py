@@ -196,6 +196,8 @@ class Result:
     # differently after a change that shifts the random streams. None on rows from before.
     commit: str | None = field(default_factory=lambda: CODE_VERSION)
     overrides: list[str] = field(default_factory=list)  # --set variants of the rlformer agents
+    # How an SB3 agent used the machine, when not SB3's defaults (DummyVecEnv) and 1 thread.
+    sb3_setup: dict[str, Any] = field(default_factory=dict)
 
     @property
     def steps_per_s(self) -> float:
@@ -286,8 +288,27 @@ def run_rlformer(
     )
 
 
+@dataclass(frozen=True)
+class SB3Setup:
+    """How the SB3 agents use the machine: torch threads, and whether the envs step in the
+    learner's process (SB3's default ``DummyVecEnv``) or one process each (``SubprocVecEnv``,
+    what SB3's docs suggest for using more cores)."""
+
+    threads: int = 1
+    subprocess_envs: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        """Empty for the defaults, so rows from before this option read the same."""
+        return {} if self == SB3Setup() else asdict(self)
+
+
 def _sb3_env(
-    cfg: TrainConfig, n_envs: int, seed: int, normalize_obs: bool, normalize_reward: bool
+    cfg: TrainConfig,
+    n_envs: int,
+    seed: int,
+    normalize_obs: bool,
+    normalize_reward: bool,
+    subprocess_envs: bool = False,
 ) -> Any:
     """SB3 vector env of the same env (imports, wrappers); Tuple observations flattened.
 
@@ -296,7 +317,7 @@ def _sb3_env(
     """
     import gymnasium as gym
     from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
 
     def make() -> gym.Env:
         env = env_from_config(cfg.env)
@@ -304,14 +325,22 @@ def _sb3_env(
             env = gym.wrappers.FlattenObservation(env)  # what an SB3 user has to do
         return env
 
-    venv = make_vec_env(make, n_envs=n_envs, seed=seed)
+    vec_env_cls = SubprocVecEnv if subprocess_envs else DummyVecEnv
+    venv = make_vec_env(make, n_envs=n_envs, seed=seed, vec_env_cls=vec_env_cls)
     if not (normalize_obs or normalize_reward):
         return venv
     return VecNormalize(venv, norm_obs=normalize_obs, norm_reward=normalize_reward)
 
 
 def run_sb3(
-    name: str, agent: str, steps: int, seed: int, episodes: int, root: Path, device: str = "cpu"
+    name: str,
+    agent: str,
+    steps: int,
+    seed: int,
+    episodes: int,
+    root: Path,
+    device: str = "cpu",
+    setup: SB3Setup = SB3Setup(),
 ) -> Result:
     from sb3_contrib import RecurrentPPO
     from stable_baselines3 import PPO
@@ -339,7 +368,7 @@ def run_sb3(
         "normalize_advantage": cfg.ppo.norm_adv if not zoo else True,
         **zoo,
     }
-    venv = _sb3_env(cfg, n_envs, seed, normalize_obs, normalize_reward)
+    venv = _sb3_env(cfg, n_envs, seed, normalize_obs, normalize_reward, setup.subprocess_envs)
     if agent == "recurrent_ppo":
         model = RecurrentPPO(
             "MlpLstmPolicy", venv, seed=seed, device=device, policy_kwargs=policy_kwargs, **settings
@@ -357,9 +386,12 @@ def run_sb3(
         def _on_step(self) -> bool:
             return True
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(setup.threads)
     started = time.perf_counter()
-    model.learn(total_timesteps=steps, callback=Curve())
+    try:
+        model.learn(total_timesteps=steps, callback=Curve())
+    finally:
+        torch.set_num_threads(1)
     seconds = time.perf_counter() - started
     probe = env_from_config(cfg.env)  # the unflattened space the evaluation envs return
     source = SB3EvalSource(model, venv, probe.observation_space, cfg.eval.deterministic)
@@ -368,8 +400,17 @@ def run_sb3(
         source, cfg.env, episodes, cfg.eval.num_envs, seed + FINAL_EVAL_SEED_OFFSET
     )
     score = float(np.mean(results.returns))
+    venv.close()  # ends SubprocVecEnv's processes
     return Result(
-        name, agent, seed, model.num_timesteps, seconds, score, results.success_rate, curve
+        name,
+        agent,
+        seed,
+        model.num_timesteps,
+        seconds,
+        score,
+        results.success_rate,
+        curve,
+        sb3_setup=setup.describe(),
     )
 
 
@@ -522,7 +563,20 @@ def main() -> None:
         help="Learner device of every agent (rlformer's run.device, SB3's device); rlformer's "
         "rollout workers act on CPU either way. Give a GPU run its own --out.",
     )
+    parser.add_argument(
+        "--sb3-threads",
+        type=int,
+        default=1,
+        help="torch threads of the SB3 agents (default 1, as every agent; rlformer's learner "
+        "and workers use one each). Give a variant its own --out.",
+    )
+    parser.add_argument(
+        "--sb3-subprocess-envs",
+        action="store_true",
+        help="step the SB3 agents' envs in SubprocVecEnv processes instead of in-process.",
+    )
     args = parser.parse_args()
+    sb3_setup = SB3Setup(args.sb3_threads, args.sb3_subprocess_envs)
     if args.quick:
         args.steps, args.seeds, args.episodes = 2048, 1, 5
     torch.set_num_threads(1)
@@ -539,7 +593,14 @@ def main() -> None:
                         continue
                     if agent in ("recurrent_ppo", "ppo_mlp"):
                         result = run_sb3(
-                            name, agent, steps, seed, args.episodes, args.root, args.device
+                            name,
+                            agent,
+                            steps,
+                            seed,
+                            args.episodes,
+                            args.root,
+                            args.device,
+                            sb3_setup,
                         )
                     else:
                         result = run_rlformer(

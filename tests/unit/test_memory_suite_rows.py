@@ -62,3 +62,21 @@ def test_report_shows_the_success_rate_only_where_every_seed_has_one(
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line}
     assert "75.0%" in lines["gtrxl"]
     assert "%" not in lines["gru"]
+
+
+def test_sb3_setup_steps_envs_in_subprocesses_and_is_recorded(tmp_path: Path) -> None:
+    """``--sb3-subprocess-envs`` gives SB3 one process per env, the rows say so, and a default
+    setup adds nothing to a row (older rows and new default rows read the same)."""
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    cfg = memory_suite.task_config(memory_suite.TASKS["cartpole-novel"], 64, 0, tmp_path)
+    for subprocess_envs, kind in ((False, DummyVecEnv), (True, SubprocVecEnv)):
+        venv = memory_suite._sb3_env(cfg, 2, 0, False, False, subprocess_envs)
+        try:
+            assert isinstance(venv, kind)
+            obs = venv.reset()
+            assert obs.shape == (2, 2)  # CartPole without velocities: position and angle
+        finally:
+            venv.close()
+    assert memory_suite.SB3Setup().describe() == {}
+    assert memory_suite.SB3Setup(threads=2).describe() == {"threads": 2, "subprocess_envs": False}
