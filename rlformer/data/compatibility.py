@@ -8,6 +8,9 @@ checked: data from another task with the same sizes (Hopper-v4 against Hopper-v5
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 
@@ -71,9 +74,25 @@ def check_dataset_fits(
             problem = _sizes(data_obs, f"{data_act}-value actions")
     if problem is None:
         return
-    recorded = f", recorded on {dataset.env_id}," if dataset.env_id else ""
+    if dataset.env_id:
+        recorded = f", recorded on {dataset.recorded_env},"
+        fix = f"build the env the data was recorded on ({_env_settings(dataset)})"
+    else:
+        recorded, fix = "", "set env.id (and env.kwargs) to the env the data was recorded on"
     raise DatasetError(
-        f"{dataset.source}{recorded} has {problem}, but {env_id} has {env_sizes}; "
-        "set env.id to the env the data was recorded on, or record data on this env with "
-        f"`rlformer collect --env {env_id} --out FILE`"
+        f"{dataset.source}{recorded} has {problem}, but {env_id} has {env_sizes}; {fix}, "
+        f"or record data on this env with `rlformer collect --env {env_id} --out FILE`"
     )
+
+
+def _env_settings(dataset: Dataset) -> str:
+    """The ``--set`` options that build the env ``dataset`` names, kwargs included."""
+    options = [f"--set env.id={dataset.env_id}"]
+    for key, value in dataset.env_kwargs.items():
+        options.append(f"--set env.kwargs.{key}={_yaml_scalar(value)}")
+    return " ".join(options)
+
+
+def _yaml_scalar(value: Any) -> str:
+    """How ``--set`` (which parses YAML) reads ``value`` back."""
+    return value if isinstance(value, str) else json.dumps(value)

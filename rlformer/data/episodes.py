@@ -63,3 +63,19 @@ class Dataset:
         """The Gymnasium env id the data came from, when the source recorded it."""
         value = self.metadata.get("env_id")
         return None if value is None else str(value)
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        """The ``gymnasium.make`` keyword arguments the data was recorded with, when known
+        (LunarLander-v3 is discrete unless made with ``continuous=True``)."""
+        value = self.metadata.get("env_kwargs")
+        return dict(value) if isinstance(value, dict) else {}
+
+    @property
+    def recorded_env(self) -> str | None:
+        """The env id with its kwargs, as messages name it: ``LunarLander-v3 with
+        continuous=True``; None when the source did not record it."""
+        if self.env_id is None:
+            return None
+        kwargs = ", ".join(f"{key}={value!r}" for key, value in self.env_kwargs.items())
+        return f"{self.env_id} with {kwargs}" if kwargs else self.env_id

@@ -46,7 +46,7 @@ class DatasetSummary:
     """Everything ``rlformer dataset info`` prints."""
 
     source: str
-    env_id: str | None
+    env_id: str | None  # with its gymnasium.make kwargs, if recorded (Dataset.recorded_env)
     episodes: int
     terminated_episodes: int
     transitions: int
@@ -75,7 +75,7 @@ def summarize_dataset(dataset: Dataset) -> DatasetSummary:
         normalized = Stats.of(scores)
     return DatasetSummary(
         source=dataset.source,
-        env_id=dataset.env_id,
+        env_id=dataset.recorded_env,
         episodes=dataset.num_episodes,
         terminated_episodes=sum(e.terminated for e in dataset.episodes),
         transitions=dataset.num_transitions,

@@ -43,7 +43,9 @@ def read_minari(dataset_id: str) -> Dataset:
     try:
         data = minari.load_dataset(dataset_id, download=False)
         raw_episodes = list(data.iterate_episodes())
-        env_id = data.spec.env_spec.id if data.spec.env_spec is not None else None
+        env_spec = data.spec.env_spec
+        env_id = env_spec.id if env_spec is not None else None
+        env_kwargs = dict(env_spec.kwargs) if env_spec is not None else {}
     except Exception as err:  # minari / h5py raise many types for broken files
         message = str(err).splitlines()[0] if str(err) else ""
         raise DatasetError(
@@ -76,5 +78,5 @@ def read_minari(dataset_id: str) -> Dataset:
                 next_observations=obs[1:],
             )
         )
-    metadata = {"env_id": env_id, "minari_id": dataset_id}
+    metadata = {"env_id": env_id, "env_kwargs": env_kwargs, "minari_id": dataset_id}
     return Dataset(episodes, source=f"minari:{dataset_id}", metadata=metadata)

@@ -70,3 +70,47 @@ def test_missing_and_broken_minari_datasets(
     (broken / "main_data.hdf5").write_text("not hdf5")
     with pytest.raises(DatasetError, match="could not read the dataset in"):
         load_dataset("minari:cartpole/broken-v0")
+
+
+def test_env_kwargs_of_the_recording_are_named_in_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LunarLander-v3 is discrete unless made with continuous=True: data recorded on the
+    continuous one is refused for the plain id, and the options the message gives build the
+    env the data fits."""
+    import re
+
+    from rlformer.config import load_config
+    from rlformer.data.compatibility import check_dataset_fits
+    from rlformer.data.inspect import summarize_dataset
+    from rlformer.rollout.env_factory import make_env
+
+    minari = pytest.importorskip("minari")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    env = minari.DataCollector(gym.make("LunarLander-v3", continuous=True))
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    for _ in range(30):
+        _, _, term, trunc, _ = env.step(env.action_space.sample())
+        if term or trunc:
+            env.reset()
+    env.create_dataset("lunar/continuous-v0", algorithm_name="random", description="tests")
+    data = load_dataset("minari:lunar/continuous-v0")
+    assert data.env_kwargs == {"continuous": True}
+    assert summarize_dataset(data).env_id == "LunarLander-v3 with continuous=True"  # dataset info
+
+    def check(env_id: str, kwargs: dict[str, object]) -> None:
+        made = make_env(env_id, kwargs)
+        try:
+            check_dataset_fits(data, made.observation_space, made.action_space, env_id)
+        finally:
+            made.close()
+
+    with pytest.raises(DatasetError) as refused:
+        check("LunarLander-v3", {})
+    message = str(refused.value)
+    assert "recorded on LunarLander-v3 with continuous=True, has 8-value observations" in message
+    options = re.findall(r"--set (\S+?)[ )]", message)
+    assert options == ["env.id=LunarLander-v3", "env.kwargs.continuous=true"]
+    cfg = load_config(None, ["algo=dt", *options])
+    check(cfg.env.id, cfg.env.kwargs)  # the advice builds an env the data fits
