@@ -18,6 +18,7 @@ from typer.core import TyperGroup
 
 if TYPE_CHECKING:
     from rlformer.evaluation.agents import Agent
+    from rlformer.evaluation.report import EvaluationReport
 
 
 class _SweepGroup(TyperGroup):
@@ -205,28 +206,10 @@ def evaluate(
     --suite whose spaces they fit, or on the env they were trained on.
     """
     from rlformer.evaluation.agents import load_eval_agent
-    from rlformer.evaluation.plots import plot_return_sweep
-    from rlformer.evaluation.report import (
-        evaluate_suite,
-        evaluate_task,
-        parse_target_returns,
-        print_reports,
-        write_csv,
-        write_json,
-    )
-    from rlformer.evaluation.suites import load_suite
 
     if env is not None and suite is not None:
         fail("give either --env or --suite, not both")
-    targets = None
-    if target_return:
-        agents, more_targets = _split_targets_from_agents(agents)
-        try:
-            targets = parse_target_returns(",".join([*target_return, *more_targets]))
-        except ValueError as err:
-            fail(str(err))
-        if not agents:
-            fail("no agent given: name a run directory, checkpoint or sb3:PATH.zip")
+    agents, targets = _eval_targets(agents, target_return)
     for out in (json_out, csv_out, plot):
         if out is not None:  # fail now, not after a long evaluation
             _check_writable(out)
@@ -238,28 +221,84 @@ def evaluate(
             _set_act_context(loaded, act_context)
         if stochastic:
             _check_can_sample(loaded)
-        skipped: list[str] = []
-        if suite is not None:
-            chosen = load_suite(suite)
-            reports, skipped = evaluate_suite(
-                loaded, chosen, num_envs, not stochastic, targets, episodes, seeds
-            )
-            title = f"suite {chosen.name}"
-        else:
-            reports = []
-            for agent in loaded:
-                env_cfg = _eval_env(agent, env)
-                reports += evaluate_task(
-                    agent, env_cfg, episodes or 20, seeds or 1, num_envs, not stochastic, targets
-                )
-            title = "rlformer eval"
+        reports, skipped, title = _run_evaluations(
+            loaded, env, suite, episodes, seeds, num_envs, not stochastic, targets
+        )
         if plot is not None and not any(r.target_return is not None for r in reports):
             fail("--plot draws achieved vs target return: it needs a Decision Transformer")
     except _user_errors() as err:
         fail(str(err))
+    from rlformer.evaluation.report import print_reports
+
     print_reports(reports, title)
     for line in skipped:
         typer.echo(f"skipped {line}", err=True)
+    _write_eval_outputs(reports, loaded, json_out, csv_out, plot)
+
+
+def _eval_targets(
+    agents: list[str], target_return: list[str] | None
+) -> tuple[list[str], list[float] | None]:
+    """The agents and the parsed ``--target-return`` values (None when not given).
+
+    Negative targets after ``--target-return`` reach typer as extra agent names: they are taken
+    back from the agent list here.
+    """
+    from rlformer.evaluation.report import parse_target_returns
+
+    if not target_return:
+        return agents, None
+    agents, more_targets = _split_targets_from_agents(agents)
+    try:
+        targets = parse_target_returns(",".join([*target_return, *more_targets]))
+    except ValueError as err:
+        fail(str(err))
+    if not agents:
+        fail("no agent given: name a run directory, checkpoint or sb3:PATH.zip")
+    return agents, targets
+
+
+def _run_evaluations(
+    loaded: list[Agent],
+    env: str | None,
+    suite: Path | None,
+    episodes: int | None,
+    seeds: int | None,
+    num_envs: int,
+    deterministic: bool,
+    targets: list[float] | None,
+) -> tuple[list[EvaluationReport], list[str], str]:
+    """Every agent on ``suite``'s tasks, on ``env``, or on its own training env: the reports,
+    the suite tasks skipped (with why) and the table's title."""
+    from rlformer.evaluation.report import evaluate_suite, evaluate_task
+    from rlformer.evaluation.suites import load_suite
+
+    if suite is not None:
+        chosen = load_suite(suite)
+        reports, skipped = evaluate_suite(
+            loaded, chosen, num_envs, deterministic, targets, episodes, seeds
+        )
+        return reports, skipped, f"suite {chosen.name}"
+    reports = []
+    for agent in loaded:
+        env_cfg = _eval_env(agent, env)
+        reports += evaluate_task(
+            agent, env_cfg, episodes or 20, seeds or 1, num_envs, deterministic, targets
+        )
+    return reports, [], "rlformer eval"
+
+
+def _write_eval_outputs(
+    reports: list[EvaluationReport],
+    loaded: list[Agent],
+    json_out: Path | None,
+    csv_out: Path | None,
+    plot: Path | None,
+) -> None:
+    """The JSON, CSV and return-sweep PNG that ``rlformer eval`` was asked for."""
+    from rlformer.evaluation.plots import plot_return_sweep
+    from rlformer.evaluation.report import write_csv, write_json
+
     if json_out is not None:
         ranges = {a.name: a.dataset_returns for a in loaded if a.dataset_returns}
         write_json(reports, json_out, dataset_returns=ranges)
@@ -410,23 +449,11 @@ def collect(
     --config / --set build envs that need imports or wrappers (POPGym, MiniGrid, your own);
     train the DT with the same settings so that the data fits its env.
     """
-    from rlformer.config import offline_env_config
     from rlformer.data.inspect import format_summary, summarize_dataset
     from rlformer.data.recorder import collect_dataset
 
     try:
-        env_cfg = _policy_env(policy, trust_checkpoint)
-        if config is not None or set_:
-            if env_cfg is not None:
-                fail(
-                    "--config and --set describe the env, but a trained rlformer policy brings "
-                    "its own training env: give one or the other"
-                )
-            env_cfg = offline_env_config(config, set_)
-        env_id = env or (env_cfg.id if env_cfg is not None else "CartPole-v1")
-        # A policy's training env keeps its kwargs only for its own id; --set ones always hold.
-        keep_kwargs = env_cfg is not None and (env is None or config is not None or bool(set_))
-        kwargs = env_cfg.kwargs if keep_kwargs else None
+        env_cfg, env_id, kwargs = _collect_env(policy, env, config, set_, trust_checkpoint)
         dataset = collect_dataset(
             policy,
             env_id,
@@ -445,6 +472,28 @@ def collect(
         fail(str(err))
     typer.echo(f"wrote {out}")
     typer.echo(format_summary(summarize_dataset(dataset)))
+
+
+def _collect_env(
+    policy: str, env: str | None, config: Path | None, set_: list[str] | None, trust: bool
+):  # noqa: ANN202 - (EnvConfig | None, env id, kwargs | None)
+    """The env ``rlformer collect`` records on: its config (imports, wrappers), id and
+    ``gymnasium.make`` kwargs, from a trained policy's training env or from --config/--set,
+    with --env replacing the id."""
+    from rlformer.config import offline_env_config
+
+    env_cfg = _policy_env(policy, trust)
+    if config is not None or set_:
+        if env_cfg is not None:
+            fail(
+                "--config and --set describe the env, but a trained rlformer policy brings "
+                "its own training env: give one or the other"
+            )
+        env_cfg = offline_env_config(config, set_)
+    env_id = env or (env_cfg.id if env_cfg is not None else "CartPole-v1")
+    # A policy's training env keeps its kwargs only for its own id; --set ones always hold.
+    keep_kwargs = env_cfg is not None and (env is None or config is not None or bool(set_))
+    return env_cfg, env_id, env_cfg.kwargs if keep_kwargs else None
 
 
 def _policy_env(policy: str, trust: bool):  # noqa: ANN202 - EnvConfig | None

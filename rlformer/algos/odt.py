@@ -41,7 +41,8 @@ from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.sampling import WindowSampler
 from rlformer.data.trajectory_buffer import CapacityChanged, TrajectoryBuffer
 from rlformer.learners.odt import ODTLearner
-from rlformer.rollout.collector import Collector, WorkerSpec, make_collector
+from rlformer.rollout.collector import Collector, make_collector
+from rlformer.rollout.worker_spec import WorkerSpec
 
 # What must match between odt.init_from's checkpoint and this run for its weights to mean the
 # same thing here.

@@ -97,7 +97,7 @@ def format_evaluation(results: EpisodeResults) -> str:
 
 # Below this size, and without an image encoder, rlformer's PPO learner ran 12-22% slower on a
 # GPU than on one CPU thread (87k-parameter GTrXL models; a 150k one ran at the same speed on
-# both; docs/BENCHMARKS.md, session 21).
+# both; docs/benchmarks/gpu.md).
 SMALL_MODEL_PARAMETERS = 100_000
 
 

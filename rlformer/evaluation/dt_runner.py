@@ -131,15 +131,7 @@ def play_return_conditioned(
     states[:, 0] = (raw[:, 0] - policy.state_mean) / policy.state_std
     memory = None
     for t in range(limit):
-        if policy.carry_memory:
-            start = (t // k) * k
-            window = np.arange(start, start + k)  # right-padded: steps after t are masked
-            mask = window <= t
-            position = t - start
-        else:
-            window = np.arange(t - k + 1, t + 1)  # left-padded: steps before 0 are masked
-            mask = window >= 0
-            position = k - 1
+        window, mask, position = _context_window(t, k, policy.carry_memory)
         idx = np.clip(window, 0, limit)
         batch_mask = torch.as_tensor(np.broadcast_to(mask, (n, k)).copy())
         tensors = _window_tensors(states, actions, rtg, idx, batch_mask, policy, model.discrete)
@@ -164,14 +156,12 @@ def play_return_conditioned(
             memory = model(*tensors, batch_mask, memory=memory).memory
         if not active.any():
             break
+    if model.discrete:
+        actions = actions.astype(np.int64)
     return [
         PlayedEpisode(
             raw[i, : lengths[i]].copy(),
-            (
-                actions[i, : lengths[i]].astype(np.int64)
-                if model.discrete
-                else actions[i, : lengths[i]].copy()
-            ),
+            actions[i, : lengths[i]].copy(),
             rewards[i, : lengths[i]].copy(),
             bool(terminated[i]),
             not bool(terminated[i]),
@@ -179,6 +169,22 @@ def play_return_conditioned(
         )
         for i in range(n)
     ]
+
+
+def _context_window(t: int, k: int, carry_memory: bool) -> tuple[np.ndarray, np.ndarray, int]:
+    """The ``k`` steps the DT sees when it acts at step ``t``: their indices, which of them
+    exist yet, and where ``t`` sits among them.
+
+    A plain DT slides a window ending at ``t`` (left-padded at the episode's start). A memory DT
+    fills fixed, consecutive windows of ``k`` steps (right-padded: later steps are masked), so
+    each complete window's memory can feed the next one.
+    """
+    if carry_memory:
+        start = (t // k) * k
+        window = np.arange(start, start + k)
+        return window, window <= t, t - start
+    window = np.arange(t - k + 1, t + 1)
+    return window, window >= 0, k - 1
 
 
 def sampling_problem(model: DecisionTransformer) -> str | None:

@@ -228,37 +228,18 @@ class PPOLearner:
             order = torch.randperm(num_rows, generator=self.generator)
             stop = False
             for minibatch, rows in enumerate(torch.tensor_split(order, self.cfg.num_minibatches)):
-                mb = batch.rows(rows.to(self.device))
-                out = self.model.evaluate(
-                    mb.obs, mb.actions, mb.state, mb.episode_start, mb.rewards
+                where = (
+                    f"PPO update {self.iteration + 1}, epoch {epoch + 1}, minibatch {minibatch + 1}"
                 )
-                if mb.prefix_steps:  # the prefix only rebuilds memory; the loss is the fragment's
-                    out = EvaluateOutput(*(part[:, mb.prefix_steps :] for part in out))
-                loss, metrics = ppo_loss(out, mb, self.cfg)
-                self.optimizer.zero_grad(set_to_none=True)
-                problem = nonfinite_loss(loss, metrics)
-                if problem is None:
-                    loss.backward()
-                    grad_norm = nn.utils.clip_grad_norm_(
-                        self.model.parameters(), self.cfg.max_grad_norm
-                    )
-                    problem = nonfinite_gradient(self.model, grad_norm)
-                if problem is not None:
-                    where = f"PPO update {self.iteration + 1}, epoch {epoch + 1}, minibatch "
-                    if self.nonfinite != "skip":
-                        raise NonFiniteError(
-                            f"{problem} in {where}{minibatch + 1}; the weights were not updated "
-                            "(set run.nonfinite=skip to skip such minibatches instead)"
-                        )
-                    self.optimizer.zero_grad(set_to_none=True)
+                metrics = self._minibatch_step(batch.rows(rows.to(self.device)), where)
+                if metrics is None:
                     skipped += 1
                     continue
-                self.optimizer.step()
                 if epoch == 0 and count == 0:
                     # Before any gradient step the ratio must be exactly 1 (memory alignment check;
                     # with memory_gradient_steps it measures how far recomputed memory drifted).
                     first_epoch_ratio_error = float(metrics["ppo/max_ratio_error"])
-                for key, value in {**metrics, "grad_norm": grad_norm}.items():
+                for key, value in metrics.items():
                     sums[key] = sums.get(key, 0.0) + float(value)
                 count += 1
                 if (
@@ -281,17 +262,32 @@ class PPOLearner:
         result.pop("ppo/max_ratio_error", None)
         result["ppo/first_minibatch_ratio_error"] = first_epoch_ratio_error
         result["lr"] = lr
-        if batch.behaviour_weights is not None:
-            # How far the weights moved since they sampled this batch (0: not at all).
-            lag = (batch.behaviour_weights - 1).abs()
-            result["ppo/behaviour_ratio_error_mean"] = float(lag.mean())
-        returns = batch.returns.flatten()
-        values = batch.old_values.flatten()
-        variance = returns.var()
-        result["value/explained_variance"] = (
-            float(1 - (returns - values).var() / variance) if variance > 0 else 0.0
-        )
-        return result
+        return {**result, **_batch_diagnostics(batch)}
+
+    def _minibatch_step(self, mb: SequenceBatch, where: str) -> dict[str, Any] | None:
+        """One gradient step on minibatch ``mb``: its loss metrics and gradient norm, or None
+        when a non-finite loss or gradient was skipped (``run.nonfinite: skip``; otherwise that
+        raises :class:`NonFiniteError` naming ``where``, before the weights change)."""
+        out = self.model.evaluate(mb.obs, mb.actions, mb.state, mb.episode_start, mb.rewards)
+        if mb.prefix_steps:  # the prefix only rebuilds memory; the loss is the fragment's
+            out = EvaluateOutput(*(part[:, mb.prefix_steps :] for part in out))
+        loss, metrics = ppo_loss(out, mb, self.cfg)
+        self.optimizer.zero_grad(set_to_none=True)
+        problem = nonfinite_loss(loss, metrics)
+        if problem is None:
+            loss.backward()
+            grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+            problem = nonfinite_gradient(self.model, grad_norm)
+        if problem is not None:
+            if self.nonfinite != "skip":
+                raise NonFiniteError(
+                    f"{problem} in {where}; the weights were not updated "
+                    "(set run.nonfinite=skip to skip such minibatches instead)"
+                )
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
+        self.optimizer.step()
+        return {**metrics, "grad_norm": grad_norm}
 
     def _decoupled(self, batch: SequenceBatch) -> SequenceBatch:
         """``batch`` with the current weights' log-probs as the clipping centre and
@@ -331,3 +327,18 @@ class PPOLearner:
         self.optimizer.load_state_dict(state["optimizer"])
         self.iteration = state["iteration"]
         self.generator.set_state(state["generator"])
+
+
+def _batch_diagnostics(batch: SequenceBatch) -> dict[str, float]:
+    """How well the rollout's values predicted the returns and, for a batch sampled by older
+    weights, how far the weights moved since (0: not at all)."""
+    result = {}
+    if batch.behaviour_weights is not None:
+        result["ppo/behaviour_ratio_error_mean"] = float((batch.behaviour_weights - 1).abs().mean())
+    returns = batch.returns.flatten()
+    values = batch.old_values.flatten()
+    variance = returns.var()
+    result["value/explained_variance"] = (
+        float(1 - (returns - values).var() / variance) if variance > 0 else 0.0
+    )
+    return result

@@ -39,13 +39,13 @@ from typing import Any
 import torch
 
 from rlformer.config import TrainConfig
-from rlformer.rollout.collector import (
+from rlformer.rollout.env_guard import EnvCrash, EnvDataError
+from rlformer.rollout.worker_spec import (
     WorkerSpec,
     ppo_worker_spec,
     split_async_states,
     wrap_async_state,
 )
-from rlformer.rollout.env_guard import EnvCrash, EnvDataError
 
 # Start-up includes importing torch and gymnasium in a fresh process and, on a busy cluster,
 # waiting for free CPUs; a generous floor keeps a small sample_timeout_s from killing it.

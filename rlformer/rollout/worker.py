@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 import time
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import cloudpickle  # a gymnasium dependency; pickles wrappers that hold lambdas
@@ -34,6 +35,15 @@ class PendingBootstrap(NamedTuple):
     rows: np.ndarray  # env slots
     final_obs: Any  # their final observations (a tree, batch first)
     state: AgentState  # their memory before the reset
+
+
+@dataclass
+class FinishedEpisodes:
+    """Return, length and (where the env reports one) success of each episode a fragment ends."""
+
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    successes: list[float] = field(default_factory=list)
 
 
 def worker_seed(base_seed: int, worker_index: int) -> int:
@@ -152,9 +162,7 @@ class RolloutWorker(WorkerProcess):
         start_state = self.state
         prefix_start = length - self.prefix_length
         prefix_state = start_state
-        returns: list[float] = []
-        lengths: list[int] = []
-        successes: list[float] = []
+        finished = FinishedEpisodes()
         pending: PendingBootstrap | None = None
 
         for t in range(length):
@@ -178,16 +186,8 @@ class RolloutWorker(WorkerProcess):
             self.running_length += 1
             done = term | trunc
             if done.any():
-                self.reward_return[done] = 0.0
                 pending = self._pending_bootstrap(t, term, trunc, info, state_after)
-                for slot in np.flatnonzero(done):
-                    returns.append(float(self.running_return[slot]))
-                    lengths.append(int(self.running_length[slot]))
-                    final_info = info.get("final_info", {})
-                    if "is_success" in final_info and final_info.get("_is_success", [True])[slot]:
-                        successes.append(float(final_info["is_success"][slot]))
-                self.running_return[done] = 0.0
-                self.running_length[done] = 0
+                self._finish_episodes(done, info, finished)
             else:
                 pending = None
             self.obs = flatten_obs(self.obs_space, next_obs)
@@ -197,14 +197,7 @@ class RolloutWorker(WorkerProcess):
         prefix = None
         if self.prefix_length > 0:
             prefix = self.prefix or self._blank_prefix(obs_buf, actions, start_state)
-            tail = slice(prefix_start, length)
-            self.prefix = Prefix(
-                tree_map(lambda a: a[tail].copy(), obs_buf),
-                actions[tail].copy(),
-                rewards[tail].copy(),
-                episode_start[tail].copy(),
-                prefix_state,
-            )
+            self.prefix = self._tail_prefix(obs_buf, actions, rewards, episode_start, prefix_state)
         return Fragment(
             obs=obs_buf,
             actions=actions,
@@ -220,12 +213,46 @@ class RolloutWorker(WorkerProcess):
             state=start_state,
             policy_version=self.policy_version,
             worker_index=self.worker_index,
-            episode_returns=returns,
-            episode_lengths=lengths,
-            episode_successes=successes,
+            episode_returns=finished.returns,
+            episode_lengths=finished.lengths,
+            episode_successes=finished.successes,
             sample_seconds=time.perf_counter() - started,
             statistics=self._statistics(obs_buf, discounted),
             prefix=prefix,
+        )
+
+    def _finish_episodes(
+        self, done: np.ndarray, info: dict[str, Any], finished: FinishedEpisodes
+    ) -> None:
+        """Log the return, length and success of the slots whose episode ended at this step and
+        clear their running sums."""
+        final_info = info.get("final_info", {})
+        for slot in np.flatnonzero(done):
+            finished.returns.append(float(self.running_return[slot]))
+            finished.lengths.append(int(self.running_length[slot]))
+            if "is_success" in final_info and final_info.get("_is_success", [True])[slot]:
+                finished.successes.append(float(final_info["is_success"][slot]))
+        self.reward_return[done] = 0.0
+        self.running_return[done] = 0.0
+        self.running_length[done] = 0
+
+    def _tail_prefix(
+        self,
+        obs_buf: Any,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        episode_start: np.ndarray,
+        state: AgentState,
+    ) -> Prefix:
+        """The next fragment's prefix: this fragment's last ``prefix_length`` steps and the
+        memory (``state``) from before them."""
+        tail = slice(self.fragment_length - self.prefix_length, self.fragment_length)
+        return Prefix(
+            tree_map(lambda a: a[tail].copy(), obs_buf),
+            actions[tail].copy(),
+            rewards[tail].copy(),
+            episode_start[tail].copy(),
+            state,
         )
 
     def _blank_prefix(self, obs_buf: Any, actions: np.ndarray, state: AgentState) -> Prefix:

@@ -108,8 +108,6 @@ def run_sweep(sweep: Sweep, address: str | None = None, verbose: int = 1) -> Swe
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # plain status tables, not the new UI
     os.environ.setdefault("RAY_TRAIN_ENABLE_V2_MIGRATION_WARNINGS", "0")
     import ray
-    from ray import tune
-    from ray.tune.schedulers import ASHAScheduler
 
     # Tune warns about every trial that had not reported yet when the sweep stopped; the
     # summary at the end says the same in one line.
@@ -117,71 +115,92 @@ def run_sweep(sweep: Sweep, address: str | None = None, verbose: int = 1) -> Swe
 
     sweep.directory.mkdir(parents=True, exist_ok=True)
     (sweep.directory / "sweep.json").write_text(json.dumps(_index(sweep), indent=1))
-    owns_ray = not ray.is_initialized()
-    if owns_ray:
-        options: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
-        if address is None:
-            ray.init(include_dashboard=False, **options)
-        else:
-            _check_reachable(address)
-            try:
-                ray.init(address=address, **options)
-            except (ConnectionError, RuntimeError, ValueError) as err:
-                raise ConfigError(
-                    f"--address {address}: cannot join a Ray cluster: {err}"
-                ) from None
+    owns_ray = _start_ray(address)
     try:
-        spec = sweep.spec
-        trials = {t.name: t.config.model_dump(mode="json") for t in sweep.trials}
-        resources = {
-            name: _resources(sweep, TrainConfig.model_validate(c)) for name, c in trials.items()
-        }
-        trainable = tune.with_resources(
-            tune.with_parameters(run_trial, trials=trials, metric=spec.metric),
-            lambda config: resources[config["trial"]],
-        )
-        experiment = sweep.directory / TUNE_FOLDER
-        if tune.Tuner.can_restore(str(experiment)):
-            tuner = tune.Tuner.restore(
-                str(experiment), trainable, resume_unfinished=True, resume_errored=True
-            )
-        else:
-            scheduler = None
-            if spec.scheduler is not None:
-                scheduler = ASHAScheduler(
-                    time_attr="iteration",
-                    metric=spec.metric,
-                    mode=spec.mode,
-                    max_t=max(_iterations(t.config) for t in sweep.trials),
-                    grace_period=spec.scheduler.grace_period,
-                    reduction_factor=spec.scheduler.reduction_factor,
-                )
-            tuner = tune.Tuner(
-                trainable,
-                param_space={"trial": tune.grid_search(list(trials))},
-                tune_config=tune.TuneConfig(
-                    scheduler=scheduler,
-                    max_concurrent_trials=spec.max_concurrent or None,
-                    trial_name_creator=_trial_name,
-                    trial_dirname_creator=_trial_name,
-                ),
-                run_config=tune.RunConfig(
-                    name=TUNE_FOLDER,
-                    storage_path=str(sweep.directory),
-                    verbose=verbose,
-                    progress_reporter=tune.CLIReporter(
-                        metric_columns=["iteration", spec.metric],
-                        parameter_columns={"trial": "trial"},
-                        max_report_frequency=30,
-                        max_progress_rows=50,
-                    ),
-                ),
-            )
-        grid = tuner.fit()
+        grid = _tuner(sweep, verbose).fit()
     finally:
         if owns_ray:
             ray.shutdown()
     return _outcome(sweep, grid)
+
+
+def _start_ray(address: str | None) -> bool:
+    """Start an embedded Ray (``address`` None) or join a cluster, unless Ray runs already in
+    this process; True when this call started it (and the sweep must shut it down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    options: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+    if address is None:
+        ray.init(include_dashboard=False, **options)
+        return True
+    _check_reachable(address)
+    try:
+        ray.init(address=address, **options)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        raise ConfigError(f"--address {address}: cannot join a Ray cluster: {err}") from None
+    return True
+
+
+def _tuner(sweep: Sweep, verbose: int) -> Any:
+    """The sweep's ``tune.Tuner``: restored from its folder when one was started there (so a
+    killed sweep continues its unfinished and errored trials), else a new grid over the
+    trials."""
+    from ray import tune
+
+    spec = sweep.spec
+    trials = {t.name: t.config.model_dump(mode="json") for t in sweep.trials}
+    resources = {
+        name: _resources(sweep, TrainConfig.model_validate(c)) for name, c in trials.items()
+    }
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, trials=trials, metric=spec.metric),
+        lambda config: resources[config["trial"]],
+    )
+    experiment = sweep.directory / TUNE_FOLDER
+    if tune.Tuner.can_restore(str(experiment)):
+        return tune.Tuner.restore(
+            str(experiment), trainable, resume_unfinished=True, resume_errored=True
+        )
+    return tune.Tuner(
+        trainable,
+        param_space={"trial": tune.grid_search(list(trials))},
+        tune_config=tune.TuneConfig(
+            scheduler=_scheduler(sweep),
+            max_concurrent_trials=spec.max_concurrent or None,
+            trial_name_creator=_trial_name,
+            trial_dirname_creator=_trial_name,
+        ),
+        run_config=tune.RunConfig(
+            name=TUNE_FOLDER,
+            storage_path=str(sweep.directory),
+            verbose=verbose,
+            progress_reporter=tune.CLIReporter(
+                metric_columns=["iteration", spec.metric],
+                parameter_columns={"trial": "trial"},
+                max_report_frequency=30,
+                max_progress_rows=50,
+            ),
+        ),
+    )
+
+
+def _scheduler(sweep: Sweep) -> Any:
+    """ASHA early stopping over training iterations when the sweep asks for it, else None."""
+    spec = sweep.spec
+    if spec.scheduler is None:
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    return ASHAScheduler(
+        time_attr="iteration",
+        metric=spec.metric,
+        mode=spec.mode,
+        max_t=max(_iterations(t.config) for t in sweep.trials),
+        grace_period=spec.scheduler.grace_period,
+        reduction_factor=spec.scheduler.reduction_factor,
+    )
 
 
 def _check_reachable(address: str) -> None:
