@@ -17,8 +17,8 @@ import typer
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:
-    from rlformer.evaluation.agents import Agent
     from rlformer.evaluation.report import EvaluationReport
+    from rlformer.policies import Policy
 
 
 class _SweepGroup(TyperGroup):
@@ -205,7 +205,7 @@ def evaluate(
     Memory is reset at every episode start. Agents are evaluated on --env, on every task of
     --suite whose spaces they fit, or on the env they were trained on.
     """
-    from rlformer.evaluation.agents import load_eval_agent
+    from rlformer.policies import load_policy
 
     if env is not None and suite is not None:
         fail("give either --env or --suite, not both")
@@ -214,8 +214,8 @@ def evaluate(
         if out is not None:  # fail now, not after a long evaluation
             _check_writable(out)
     try:
-        loaded = [load_eval_agent(name, trust=trust_checkpoint) for name in agents]
-        if targets is not None and not any(a.kind == "dt" for a in loaded):
+        loaded = [load_policy(name, trust=trust_checkpoint) for name in agents]
+        if targets is not None and not any(p.info.return_conditioned for p in loaded):
             fail("--target-return conditions Decision Transformers; none of the agents is one")
         if act_context is not None:
             _set_act_context(loaded, act_context)
@@ -259,7 +259,7 @@ def _eval_targets(
 
 
 def _run_evaluations(
-    loaded: list[Agent],
+    loaded: list[Policy],
     env: str | None,
     suite: Path | None,
     episodes: int | None,
@@ -280,17 +280,17 @@ def _run_evaluations(
         )
         return reports, skipped, f"suite {chosen.name}"
     reports = []
-    for agent in loaded:
-        env_cfg = _eval_env(agent, env)
+    for policy in loaded:
+        env_cfg = _eval_env(policy, env)
         reports += evaluate_task(
-            agent, env_cfg, episodes or 20, seeds or 1, num_envs, deterministic, targets
+            policy, env_cfg, episodes or 20, seeds or 1, num_envs, deterministic, targets
         )
     return reports, [], "rlformer eval"
 
 
 def _write_eval_outputs(
     reports: list[EvaluationReport],
-    loaded: list[Agent],
+    loaded: list[Policy],
     json_out: Path | None,
     csv_out: Path | None,
     plot: Path | None,
@@ -300,42 +300,35 @@ def _write_eval_outputs(
     from rlformer.evaluation.report import write_csv, write_json
 
     if json_out is not None:
-        ranges = {a.name: a.dataset_returns for a in loaded if a.dataset_returns}
+        ranges = {p.info.name: p.info.dataset_returns for p in loaded if p.info.dataset_returns}
         write_json(reports, json_out, dataset_returns=ranges)
     if csv_out is not None:
         write_csv(reports, csv_out)
     if plot is not None:
         conditioned = [r for r in reports if r.target_return is not None]
-        ranges = [a.dataset_returns for a in loaded if a.kind == "dt" and a.dataset_returns]
+        ranges = [p.info.dataset_returns for p in loaded if p.info.dataset_returns]
         plot_return_sweep(conditioned, plot, ranges[0] if len(ranges) == 1 else None)
         typer.echo(f"wrote {plot}")
 
 
-def _set_act_context(agents: list[Agent], steps: int) -> None:
-    """``--act-context``: every DT agent acts on its last ``steps`` steps, or the command fails
-    before evaluating anything."""
-    chosen = [a for a in agents if a.kind == "dt"]
+def _set_act_context(policies: list[Policy], steps: int) -> None:
+    """``--act-context``: every policy with an acting context (a Decision Transformer) acts on
+    its last ``steps`` steps, or the command fails before evaluating anything."""
+    chosen = [p for p in policies if hasattr(p, "set_act_context")]
     if not chosen:
         fail("--act-context is for Decision Transformers; none of the agents is one")
-    for agent in chosen:
-        policy = agent.dt_policy
-        if policy.carry_memory:
-            fail(f"--act-context: {agent.name} is a memory DT, which acts on whole windows")
-        if steps > policy.context:
-            fail(
-                f"--act-context {steps} is longer than {agent.name}'s training context "
-                f"({policy.context}); give at most {policy.context}"
-            )
-        policy.history = steps
+    for policy in chosen:
+        try:
+            policy.set_act_context(steps)  # type: ignore[attr-defined]
+        except ValueError as err:
+            fail(f"--act-context: {err}")
 
 
-def _check_can_sample(agents: list[Agent]) -> None:
-    """``--stochastic``: fail before evaluating anything if a DT has no distribution to sample."""
-    from rlformer.evaluation.dt_runner import sampling_problem
-
-    for agent in agents:
-        if agent.kind == "dt" and (problem := sampling_problem(agent.dt_policy.model)):
-            fail(f"--stochastic: {agent.name}: {problem}; evaluate it without --stochastic")
+def _check_can_sample(policies: list[Policy]) -> None:
+    """``--stochastic``: fail before evaluating anything if a policy has nothing to sample."""
+    for policy in policies:
+        if (problem := policy.info.sampling_problem) is not None:
+            fail(f"--stochastic: {policy.info.name}: {problem}; evaluate it without --stochastic")
 
 
 def _check_writable(path: Path) -> None:
@@ -359,21 +352,21 @@ def _split_targets_from_agents(args: list[str]) -> tuple[list[str], list[str]]:
     return agents, targets
 
 
-def _eval_env(agent, env_id: str | None):  # noqa: ANN001, ANN202 - Agent -> EnvConfig
-    """--env if given (registered kwargs), else the env the agent was trained on."""
+def _eval_env(policy: Policy, env_id: str | None):  # noqa: ANN202 - EnvConfig
+    """--env if given (registered kwargs), else the env the policy was trained on."""
     from rlformer.config import EnvConfig
     from rlformer.rollout.env_factory import EnvError
 
     if env_id is not None:
         # Another task for a trained agent keeps the agent's imports and wrappers: they made
         # the observations it was trained on.
-        training = agent.training_env
+        training = policy.info.training_env
         if training is None:
             return EnvConfig(id=env_id)
         return EnvConfig(id=env_id, imports=training.imports, wrappers=training.wrappers)
-    if agent.training_env is None:
-        raise EnvError(f"{agent.name}: give --env ENV_ID or --suite FILE to evaluate it")
-    return agent.training_env
+    if policy.info.training_env is None:
+        raise EnvError(f"{policy.info.name}: give --env ENV_ID or --suite FILE to evaluate it")
+    return policy.info.training_env
 
 
 @app.command()
@@ -497,15 +490,12 @@ def _collect_env(
 
 
 def _policy_env(policy: str, trust: bool):  # noqa: ANN202 - EnvConfig | None
-    """The env config an rlformer PPO policy was trained with (imports, wrappers), else None."""
+    """The env config an rlformer policy was trained with (imports, wrappers), else None."""
     if policy == "random" or policy.startswith("sb3:"):
         return None
     from rlformer.checkpoints import checkpoint_config, load_checkpoint
 
-    payload = load_checkpoint(policy, trust)
-    if payload.get("kind", "ppo") != "ppo":
-        return None  # RlformerPolicy explains which checkpoints it records from
-    return checkpoint_config(payload, policy).env
+    return checkpoint_config(load_checkpoint(policy, trust), policy).env
 
 
 @dataset_app.command("info")

@@ -17,7 +17,7 @@ from rlformer.algos.loop import (
     run,
     write_checkpoint,
 )
-from rlformer.algos.ppo import agent_from_payload, build_model, format_evaluation, load_agent
+from rlformer.algos.ppo import build_model, format_evaluation, load_agent
 from rlformer.checkpoints import CheckpointError
 from rlformer.config import TrainConfig, load_saved_config
 
@@ -25,7 +25,6 @@ __all__ = [
     "RUN_FAILURES",
     "RunFailed",
     "TrainResult",
-    "agent_from_payload",
     "build_model",
     "check_config",
     "checkpoint_bytes_estimate",

@@ -18,26 +18,23 @@ import torch
 from rlformer.algos.base import Evaluation, Progress
 from rlformer.algos.loop import checkpoint_bytes_estimate
 from rlformer.checkpoints import (
-    CheckpointError,
-    checkpoint_config,
-    checkpoint_spaces,
     encode_spec,
     load_weights,
-    require_keys,
 )
 from rlformer.config import ConfigError, TrainConfig
 from rlformer.data import load_dataset
 from rlformer.data.compatibility import check_dataset_fits, dt_space_problem
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.sampling import WindowSampler
-from rlformer.evaluation.dt_runner import (
+from rlformer.evaluation.dt_runner import run_return_conditioned
+from rlformer.learners.dt import DTLearner
+from rlformer.policies.base import PolicyInfo
+from rlformer.policies.decision_transformer import (
     DTPolicy,
     action_bounds,
-    run_return_conditioned,
+    build_dt,
     sampling_problem,
 )
-from rlformer.learners.dt import DTLearner
-from rlformer.models.decision_transformer import DecisionTransformer
 from rlformer.rollout.env_factory import EnvError, describe_env, env_from_config
 from rlformer.runs import check_run_root
 
@@ -88,56 +85,6 @@ def refuse_unusable_spaces(
     problem = dt_space_problem(observation_space, action_space)
     if problem is not None:
         raise EnvError(f"{describe_env(cfg.env)}: algo {cfg.algo} cannot take {problem}")
-
-
-def build_dt(
-    cfg: TrainConfig, observation_space: gym.Space, action_space: gym.Space
-) -> DecisionTransformer:
-    discrete = isinstance(action_space, gym.spaces.Discrete)
-    act_dim = int(action_space.n) if discrete else int(np.prod(action_space.shape))
-    state_dim = int(np.prod(observation_space.shape))
-    return DecisionTransformer(
-        state_dim,
-        act_dim,
-        discrete,
-        cfg.dt.core,
-        cfg.dt.max_timestep,
-        stochastic=cfg.algo == "odt",  # ODT's policy is a distribution with a learned spread
-    )
-
-
-def _as_array(value: Any) -> np.ndarray | None:
-    """Tensors (format 2) and numpy arrays (format 1) alike; None stays None."""
-    if value is None:
-        return None
-    return value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-
-
-def load_dt_policy(
-    payload: dict[str, Any], path: str | Path = "checkpoint"
-) -> tuple[DTPolicy, TrainConfig]:
-    """A ready-to-run DT policy from a checkpoint payload (``kind == "dt"``)."""
-    cfg = checkpoint_config(payload, path)
-    observation_space, action_space = checkpoint_spaces(payload, path)
-    require_keys(payload, path, "normalization")
-    model = build_dt(cfg, observation_space, action_space)
-    load_weights(model, payload, path)
-    stats = payload["normalization"]
-    try:
-        policy = DTPolicy(
-            model,
-            _as_array(stats["state_mean"]),
-            _as_array(stats["state_std"]),
-            cfg.dt.return_scale,
-            cfg.dt.context,
-            carry_memory=cfg.dt.memory_segments > 0,
-            action_low=_as_array(stats["action_low"]),
-            action_high=_as_array(stats["action_high"]),
-            history=cfg.dt.act_context,
-        )
-    except (KeyError, TypeError, AttributeError, ValueError) as err:
-        raise CheckpointError(f"{path}: malformed normalization entry ({err})") from None
-    return policy, cfg
 
 
 def _tensor_or_none(array: np.ndarray | None) -> torch.Tensor | None:
@@ -268,8 +215,18 @@ class DT:
     def policy(self) -> DTPolicy:
         """A CPU copy of the current model as a return-conditioned policy (the learner keeps its
         model where it is, so evaluating during training does not disturb it)."""
+        model = copy.deepcopy(self.model).cpu()
+        info = PolicyInfo(
+            self.cfg.run.name or "dt",
+            self.kind,
+            training_env=self.cfg.env,
+            return_conditioned=True,
+            default_targets=list(self.cfg.dt.target_returns),
+            dataset_returns=self.dataset_returns,
+            sampling_problem=sampling_problem(model),
+        )
         return DTPolicy(
-            copy.deepcopy(self.model).cpu(),
+            model,
             self.sampler.state_mean,
             self.sampler.state_std,
             self.cfg.dt.return_scale,
@@ -278,6 +235,9 @@ class DT:
             self.low,
             self.high,
             history=self.cfg.dt.act_context,
+            info=info,
+            observation_space=self.observation_space,
+            action_space=self.action_space,
         )
 
     def evaluate(self, episodes: int, seed: int) -> Evaluation:

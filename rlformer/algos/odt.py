@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from rlformer.algos.base import Progress
-from rlformer.algos.dt import DT, _as_array
+from rlformer.algos.dt import DT
 from rlformer.algos.odt_worker import EpisodeBatch, EpisodeWorker
 from rlformer.checkpoints import (
     CheckpointError,
@@ -41,6 +41,7 @@ from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.sampling import WindowSampler
 from rlformer.data.trajectory_buffer import CapacityChanged, TrajectoryBuffer
 from rlformer.learners.odt import ODTLearner
+from rlformer.policies.decision_transformer import stored_array
 from rlformer.rollout.collector import Collector, make_collector
 from rlformer.rollout.worker_spec import WorkerSpec
 
@@ -127,7 +128,7 @@ class ODT(DT):
 
     def _use_state_stats(self, stats: dict[str, Any]) -> None:
         """Normalise states with a checkpoint's statistics instead of this dataset's."""
-        mean, std = _as_array(stats["state_mean"]), _as_array(stats["state_std"])
+        mean, std = stored_array(stats["state_mean"]), stored_array(stats["state_std"])
         self.sampler = WindowSampler(
             self.dataset,
             self.cfg.dt.context,

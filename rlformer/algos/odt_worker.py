@@ -19,7 +19,8 @@ import torch
 
 from rlformer.config import TrainConfig
 from rlformer.data.episodes import Episode
-from rlformer.evaluation.dt_runner import DTPolicy, play_return_conditioned
+from rlformer.evaluation.dt_runner import play_return_conditioned
+from rlformer.policies.decision_transformer import DTPolicy, build_dt
 from rlformer.rollout.env_factory import env_from_config
 from rlformer.rollout.env_guard import EnvDataError, EnvGuard
 from rlformer.rollout.worker import WorkerProcess, worker_seed
@@ -69,8 +70,6 @@ class EpisodeWorker(WorkerProcess):
         seed: int,
         worker_index: int = 0,
     ) -> None:
-        from rlformer.algos.dt import build_dt  # the DT the learner trains, built the same way
-
         torch.set_num_threads(1)
         self.worker_index = worker_index
         label = f"rollout worker {worker_index}"
@@ -78,9 +77,10 @@ class EpisodeWorker(WorkerProcess):
             EnvGuard(env_from_config(cfg.env), slot, label)
             for slot in range(cfg.rollout.envs_per_worker)
         ]
-        # Its weights come from the learner; building it must not draw from the learner's RNG
-        # (in-process workers share it), so a run that starts its workers late (after
-        # pretraining only) continues exactly like one that started them at once.
+        # The DT the learner trains, built the same way. Its weights come from the learner;
+        # building it must not draw from the learner's RNG (in-process workers share it), so a
+        # run that starts its workers late (after pretraining only) continues exactly like one
+        # that started them at once.
         with torch.random.fork_rng(devices=[]):
             model = build_dt(cfg, self.envs[0].observation_space, self.envs[0].action_space)
         self.policy = DTPolicy(

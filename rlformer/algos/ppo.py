@@ -21,9 +21,6 @@ import torch
 from rlformer.algos.base import Evaluation, Progress
 from rlformer.algos.loop import checkpoint_bytes_estimate, log_line
 from rlformer.checkpoints import (
-    CheckpointError,
-    checkpoint_config,
-    checkpoint_spaces,
     encode_spec,
     load_checkpoint,
     load_weights,
@@ -35,6 +32,7 @@ from rlformer.evaluation.runner import EpisodeResults, run_episodes
 from rlformer.learners.ppo import PPOLearner
 from rlformer.models.actor_critic import ActorCritic
 from rlformer.models.spaces import SpaceError
+from rlformer.policies.actor_critic import actor_critic_from_payload
 from rlformer.rollout.collector import Collector, make_collector
 from rlformer.rollout.env_factory import EnvError, check_spaces, describe_env, env_from_config
 from rlformer.runs import MIN_FREE_BYTES, check_run_root
@@ -56,20 +54,6 @@ def build_model(cfg: TrainConfig) -> ActorCritic:
         env.close()
 
 
-def agent_from_payload(
-    payload: dict[str, Any], path: str | Path
-) -> tuple[ActorCritic, TrainConfig]:
-    """Rebuild a PPO checkpoint's model; any inconsistency is a :class:`CheckpointError`."""
-    cfg = checkpoint_config(payload, path)
-    observation_space, action_space = checkpoint_spaces(payload, path)
-    try:
-        model = ActorCritic(observation_space, action_space, cfg.model)
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{path}: cannot rebuild its model: {err}") from None
-    load_weights(model, payload, path)
-    return model, cfg
-
-
 def load_agent(
     path: str | Path, device: str = "cpu", trust: bool = False
 ) -> tuple[ActorCritic, TrainConfig, dict[str, Any]]:
@@ -79,7 +63,7 @@ def load_agent(
     unless ``trust`` (see :mod:`rlformer.checkpoints`).
     """
     payload = load_checkpoint(path, trust)
-    model, cfg = agent_from_payload(payload, path)
+    model, cfg = actor_critic_from_payload(payload, path)
     return model.to(device), cfg, payload
 
 

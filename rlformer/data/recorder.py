@@ -1,4 +1,4 @@
-"""``rlformer collect``: record a dataset in the D4RL layout from any action source.
+"""``rlformer collect``: record a dataset in the D4RL layout from any policy.
 
 Transitions come from an in-process vector env with same-step autoreset, so the true final
 observation of an episode is kept as its last ``next_observation``. Episodes still running
@@ -15,36 +15,24 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from tqdm import tqdm
 
 import rlformer
 from rlformer.config import EnvConfig
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.episodes import Dataset, Episode
-from rlformer.data.policies import (
-    ActionSource,
-    NoisyPolicy,
-    RandomPolicy,
-    RlformerPolicy,
-    SB3Policy,
-)
+from rlformer.policies import Policy, load_policy
+from rlformer.policies.simple import NoisyPolicy, RandomPolicy
 from rlformer.rollout.env_factory import EnvError, vector_env_from_config
 
 
-def make_source(
-    policy: str,
-    envs: Any,
-    num_envs: int,
-    seed: int,
-    deterministic: bool = True,
-    trust: bool = False,
-) -> ActionSource:
-    """``random`` | ``sb3:PATH.zip`` | an rlformer run directory or checkpoint file."""
+def recording_policy(policy: str, envs: Any, seed: int, trust: bool = False) -> Policy:
+    """``random`` | ``sb3:PATH.zip`` | an rlformer run directory or checkpoint file (any
+    algorithm's: a Decision Transformer aims at its first configured target return)."""
     if policy == "random":
-        return RandomPolicy(envs.single_action_space, num_envs, seed)
-    if policy.startswith("sb3:"):
-        return SB3Policy(policy.removeprefix("sb3:"), deterministic, trust)
-    return RlformerPolicy(policy, num_envs, seed, deterministic, trust)
+        return RandomPolicy(envs.single_observation_space, envs.single_action_space, seed)
+    return load_policy(policy, trust)
 
 
 @dataclass
@@ -141,10 +129,13 @@ def collect_dataset(
     envs = vector_env_from_config(cfg, num_envs)
     try:
         _check_storable(envs.single_observation_space, env_id)
-        source: ActionSource = make_source(policy, envs, num_envs, seed, deterministic, trust)
+        actor: Policy = recording_policy(policy, envs, seed, trust)
         if noise > 0 or random_fraction > 0:
-            source = NoisyPolicy(source, envs.single_action_space, noise, random_fraction, seed)
-        episodes = _record(envs, source, steps, seed, num_envs, _Progress(steps, progress))
+            actor = NoisyPolicy(actor, noise, random_fraction, seed)
+        generator = None if deterministic else torch.Generator().manual_seed(seed)
+        episodes = _record(
+            envs, actor, steps, seed, num_envs, _Progress(steps, progress), generator
+        )
     finally:
         envs.close()
     metadata = {
@@ -190,11 +181,18 @@ def _check_storable(space: gym.Space, env_id: str) -> None:
 
 
 def _record(
-    envs: Any, source: ActionSource, steps: int, seed: int, num_envs: int, progress: _Progress
+    envs: Any,
+    policy: Policy,
+    steps: int,
+    seed: int,
+    num_envs: int,
+    progress: _Progress,
+    generator: torch.Generator | None,
 ) -> list[Episode]:
     obs, _ = envs.reset(seed=[seed + i for i in range(num_envs)])
     space = envs.single_observation_space
-    observe_reward = getattr(source, "observe_reward", None)
+    state = policy.initial_state(num_envs)
+    rewards: np.ndarray | None = None
 
     def row(batched: Any, i: int) -> np.ndarray:
         """Slot i's observation; Dict / Tuple ones flattened to one vector."""
@@ -208,10 +206,10 @@ def _record(
     recorded = 0
     try:
         while recorded < steps:
-            actions = source.act(obs, starts)
+            actions, state = policy.act(
+                obs, state, starts, rewards, None, generator is None, generator
+            )
             next_obs, rewards, term, trunc, info = envs.step(actions)
-            if observe_reward is not None:
-                observe_reward(rewards)
             done = term | trunc
             take = min(num_envs, steps - recorded)  # the last step may record only some slots
             for i in range(take):

@@ -19,10 +19,11 @@ from rich.table import Table
 
 from rlformer.config import EnvConfig
 from rlformer.data.references import normalized_score, reference_for
-from rlformer.evaluation.agents import Agent, check_fits, space_mismatch
-from rlformer.evaluation.runner import EpisodeResults, run_source_episodes
+from rlformer.evaluation.fitting import check_fits, space_mismatch
+from rlformer.evaluation.runner import EpisodeResults, run_policy_episodes
 from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
 from rlformer.evaluation.suites import Suite
+from rlformer.policies.base import Policy
 from rlformer.rollout.env_factory import EnvError
 
 
@@ -63,7 +64,7 @@ def d4rl_normalizer(env_id: str) -> Callable[[float], float] | None:
 
 
 def evaluate_task(
-    agent: Agent,
+    policy: Policy,
     env_cfg: EnvConfig,
     episodes: int,
     seeds: int,
@@ -72,53 +73,41 @@ def evaluate_task(
     targets: list[float] | None = None,
     label: str | None = None,
 ) -> list[EvaluationReport]:
-    """``episodes`` episodes per seed on one task; one report per target for a DT.
+    """``episodes`` episodes per seed on one task; one report per target return for a
+    return-conditioned policy.
 
-    Memory is reset at every episode start. Return-conditioned agents run each target's episodes
-    in parallel (one env per episode); ``deterministic=False`` samples their actions where the
-    model has a distribution (an online DT, a discrete DT) and is a ValueError otherwise.
+    Memory is reset at every episode start. A return-conditioned policy plays each target's
+    episodes in parallel, one env each (env i seeded ``seed + i``), as its training run
+    evaluated it; ``deterministic=False`` samples actions where the policy has a distribution
+    and is a ValueError otherwise.
     """
-    check_fits(agent, env_cfg)
+    check_fits(policy, env_cfg)
     label = label or env_cfg.id
     normalizer = d4rl_normalizer(env_cfg.id)
-    if agent.kind == "dt":
-        from rlformer.evaluation.dt_runner import run_return_conditioned
-
-        chosen = targets or agent.default_targets
+    info = policy.info
+    if not deterministic and info.sampling_problem is not None:
+        raise ValueError(f"cannot sample actions: {info.sampling_problem}")
+    if not info.return_conditioned:
+        chosen: list[float | None] = [None]
+    else:
+        chosen = list(targets or info.default_targets)
         if not chosen:
-            raise EnvError(f"{agent.name}: give target returns (--target-return) to evaluate a DT")
-        reports = []
-        for target in chosen:
-            parts = [
-                run_return_conditioned(
-                    agent.dt_policy,
-                    env_cfg,
-                    target,
-                    episodes,
-                    seed=seed_offset(s),
-                    deterministic=deterministic,
-                )
-                for s in range(seeds)
-            ]
-            reports.append(_report(agent, label, env_cfg, deterministic, parts, normalizer, target))
-        return reports
-    assert agent.make_source is not None
-    slots = max(1, min(num_envs, episodes))
-    parts = [
-        run_source_episodes(
-            agent.make_source(slots, deterministic, seed_offset(s)),
-            env_cfg,
-            episodes,
-            slots,
-            seed=seed_offset(s),
-        )
-        for s in range(seeds)
-    ]
-    return [_report(agent, label, env_cfg, deterministic, parts, normalizer, None)]
+            raise EnvError(f"{info.name}: give target returns (--target-return) to evaluate it")
+    reports = []
+    for target in chosen:
+        slots = episodes if info.return_conditioned else max(1, min(num_envs, episodes))
+        parts = [
+            run_policy_episodes(
+                policy, env_cfg, episodes, slots, seed_offset(s), deterministic, target
+            )
+            for s in range(seeds)
+        ]
+        reports.append(_report(info.name, label, env_cfg, deterministic, parts, normalizer, target))
+    return reports
 
 
 def _report(
-    agent: Agent,
+    name: str,
     label: str,
     env_cfg: EnvConfig,
     deterministic: bool,
@@ -141,12 +130,12 @@ def _report(
         merged.successes += part.successes
     summary = summarize_scores(merged.returns, merged.success_values(), normalizer)
     return EvaluationReport(
-        agent.name, label, env_cfg.id, deterministic, summary, rows, target_return=target
+        name, label, env_cfg.id, deterministic, summary, rows, target_return=target
     )
 
 
 def evaluate_suite(
-    agents: list[Agent],
+    policies: list[Policy],
     suite: Suite,
     num_envs: int = 8,
     deterministic: bool = True,
@@ -161,17 +150,18 @@ def evaluate_suite(
     """
     reports: list[EvaluationReport] = []
     skipped: list[str] = []
-    for agent in agents:
+    for policy in policies:
+        name = policy.info.name
         fitted = 0
         for task in suite.tasks:
-            env_cfg = task.env_config(agent.training_env)
-            reason = space_mismatch(agent, env_cfg)
+            env_cfg = task.env_config(policy.info.training_env)
+            reason = space_mismatch(policy, env_cfg)
             if reason is not None:
-                skipped.append(f"{agent.name} on {task.name}: {reason}")
+                skipped.append(f"{name} on {task.name}: {reason}")
                 continue
             fitted += 1
             reports += evaluate_task(
-                agent,
+                policy,
                 env_cfg,
                 episodes or suite.episodes,
                 seeds or suite.seeds,
@@ -182,7 +172,7 @@ def evaluate_suite(
             )
         if fitted == 0:
             raise EnvError(
-                f"{agent.name} fits no task of suite {suite.name!r} "
+                f"{name} fits no task of suite {suite.name!r} "
                 f"(its observation or action space differs from all of them)"
             )
     return reports, skipped

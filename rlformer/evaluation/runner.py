@@ -1,4 +1,4 @@
-"""Run a policy for N episodes in vector envs and collect per-episode results.
+"""Play a policy for N episodes in vector envs and collect per-episode results.
 
 Memory is reset per episode through the episode-start flags, and each slot stops being counted
 once the requested number of episodes has been collected, so the result does not favour short
@@ -8,15 +8,14 @@ episodes (a slot only starts an episode when one is still needed).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from rlformer.config import EnvConfig
 from rlformer.models.actor_critic import ActorCritic
-from rlformer.models.encoders import to_torch
-from rlformer.models.spaces import flatten_obs
+from rlformer.policies.actor_critic import ActorCriticPolicy
+from rlformer.policies.base import Policy, PolicyInfo
 from rlformer.rollout.env_factory import vector_env_from_config
 
 
@@ -56,47 +55,6 @@ class EpisodeResults:
         return out
 
 
-class PolicyActions:
-    """Adapts an :class:`ActorCritic` to ``act(obs, episode_start) -> env actions``."""
-
-    def __init__(
-        self,
-        model: ActorCritic,
-        num_envs: int,
-        deterministic: bool,
-        seed: int,
-        device: torch.device | str = "cpu",
-    ) -> None:
-        self.model = model.eval()
-        self.state = model.initial_state(num_envs, device)
-        self.deterministic, self.device = deterministic, device
-        self.generator = torch.Generator().manual_seed(seed) if str(device) == "cpu" else None
-
-    @torch.no_grad()
-    def act(self, obs: Any, episode_start: np.ndarray) -> np.ndarray:
-        """Actions for a vector env's batched observations (Dict / Tuple ones too)."""
-        tree = flatten_obs(self.model.observation_space, obs)
-        out = self.model.act(
-            to_torch(tree, self.device),
-            self.state,
-            torch.as_tensor(episode_start, device=self.device),
-            deterministic=self.deterministic,
-            generator=self.generator,
-        )
-        self.state = out.state
-        return self.model.env_action(out.action)
-
-    def observe_reward(self, reward: np.ndarray) -> None:
-        """The env's reward for the last actions (the previous-reward input, when enabled)."""
-        self.state = self.state.with_reward(self.model.scale_rewards(reward))
-
-
-class ActionSource(Protocol):
-    """Anything that picks actions for a batch of env slots and resets memory at episode starts."""
-
-    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray: ...
-
-
 def run_episodes(
     model: ActorCritic,
     env_cfg: EnvConfig,
@@ -106,48 +64,66 @@ def run_episodes(
     seed: int = 0,
     device: torch.device | str = "cpu",
 ) -> EpisodeResults:
-    """Play ``episodes`` full episodes with ``model`` (seeded: slot i starts from seed + i)."""
-    slots = max(1, min(num_envs, episodes))
-    source = PolicyActions(model, slots, deterministic, seed, device)
-    return run_source_episodes(source, env_cfg, episodes, slots, seed)
+    """Play ``episodes`` full episodes with a bare actor-critic (a training run's current
+    weights); see :func:`run_policy_episodes`."""
+    policy = ActorCriticPolicy(model, PolicyInfo("model", "ppo"), device)
+    return run_policy_episodes(policy, env_cfg, episodes, num_envs, seed, deterministic)
 
 
-def run_source_episodes(
-    source: ActionSource, env_cfg: EnvConfig, episodes: int, num_envs: int, seed: int = 0
+def run_policy_episodes(
+    policy: Policy,
+    env_cfg: EnvConfig,
+    episodes: int,
+    num_envs: int = 8,
+    seed: int = 0,
+    deterministic: bool = True,
+    target_return: float | None = None,
 ) -> EpisodeResults:
-    """Play ``episodes`` full episodes with any action source (rlformer or stable-baselines3)."""
+    """Play ``episodes`` full episodes with any policy (rlformer, stable-baselines3, exported).
+
+    Slot i starts from seed ``seed + i``; sampled actions (``deterministic=False``) come from a
+    generator seeded with ``seed``, so a sampled evaluation repeats exactly. Return-conditioned
+    policies aim each episode at ``target_return`` (their default when None).
+    """
     num_envs = max(1, min(num_envs, episodes))
     envs = vector_env_from_config(env_cfg, num_envs)
-    observe_reward = getattr(source, "observe_reward", None)
+    generator = None if deterministic else torch.Generator().manual_seed(seed)
+    state = policy.initial_state(num_envs, target_return)
     obs, _ = envs.reset(seed=[seed + i for i in range(num_envs)])
     episode_start = np.ones(num_envs, dtype=bool)
+    reward: np.ndarray | None = None
     running = np.zeros(num_envs)
     lengths = np.zeros(num_envs, dtype=np.int64)
     started = num_envs  # episodes begun so far
     active = np.ones(num_envs, dtype=bool)
     results = EpisodeResults()
-    while active.any():
-        obs, reward, term, trunc, info = envs.step(source.act(obs, episode_start))
-        if observe_reward is not None:
-            observe_reward(reward)
-        running += reward
-        lengths += 1
-        done = term | trunc
-        final_info = info.get("final_info", {})
-        for slot in np.flatnonzero(done & active):
-            results.returns.append(float(running[slot]))
-            results.lengths.append(int(lengths[slot]))
-            reported = (
-                "is_success" in final_info
-                and final_info.get("_is_success", np.ones(num_envs, bool))[slot]
+    try:
+        while active.any():
+            actions, state = policy.act(
+                obs, state, episode_start, reward, None, deterministic, generator
             )
-            results.successes.append(float(final_info["is_success"][slot]) if reported else None)
-            if started < episodes:
-                started += 1
-            else:
-                active[slot] = False
-        running[done] = 0.0
-        lengths[done] = 0
-        episode_start = done
-    envs.close()
+            obs, reward, term, trunc, info = envs.step(actions)
+            running += reward
+            lengths += 1
+            done = term | trunc
+            final_info = info.get("final_info", {})
+            for slot in np.flatnonzero(done & active):
+                results.returns.append(float(running[slot]))
+                results.lengths.append(int(lengths[slot]))
+                reported = (
+                    "is_success" in final_info
+                    and final_info.get("_is_success", np.ones(num_envs, bool))[slot]
+                )
+                results.successes.append(
+                    float(final_info["is_success"][slot]) if reported else None
+                )
+                if started < episodes:
+                    started += 1
+                else:
+                    active[slot] = False
+            running[done] = 0.0
+            lengths[done] = 0
+            episode_start = done
+    finally:
+        envs.close()
     return results

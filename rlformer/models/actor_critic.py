@@ -208,10 +208,12 @@ class ActorCritic(nn.Module):
         episode_start: torch.Tensor,
         deterministic: bool = False,
         generator: torch.Generator | None = None,
+        action_mask: torch.Tensor | None = None,
     ) -> ActOutput:
         """One step for a batch of env slots; ``episode_start[b]`` marks a fresh episode.
 
         ``obs`` is a tensor (flat spaces) or a leaf dict of tensors (see spaces.py), batch first.
+        ``action_mask [B, n]`` (bool) rules out the actions it marks False (distributions.py).
         """
         x = self._features(obs, state.prev_action, state.prev_reward, episode_start)
         latent, actor_mem = self.actor_torso.step(x, state.actor, episode_start)
@@ -220,6 +222,8 @@ class ActorCritic(nn.Module):
         else:
             value_latent, critic_mem = self.critic_torso.step(x, state.critic, episode_start)
         params = self.policy_head(latent)
+        if action_mask is not None:
+            params = self.dist.masked(params, action_mask)
         action = self.dist.sample(params, deterministic, generator)
         log_prob, _ = self.dist.log_prob_entropy(params, action)
         value = self.value_head(value_latent).squeeze(-1)
@@ -236,11 +240,14 @@ class ActorCritic(nn.Module):
         state: AgentState,
         episode_start: torch.Tensor,
         rewards: torch.Tensor | None = None,
+        action_mask: torch.Tensor | None = None,
     ) -> EvaluateOutput:
         """Log-probs, entropies and values of ``actions`` along sequences ``obs [B, T, ...]``.
 
         ``rewards [B, T]`` (as stored by the rollout) are needed with ``prev_action_reward``:
         step t's token holds action t-1 and reward t-1 (from ``state`` for t = 0).
+        ``action_mask [B, T, n]``: the masks the rollout acted under, so that log-probabilities
+        and entropies are those of the masked distribution it sampled from.
         """
         prev_action = prev_reward = None
         if self.prev_action_reward:
@@ -254,7 +261,10 @@ class ActorCritic(nn.Module):
             value_latent = latent
         else:
             value_latent, _ = self.critic_torso.sequence(x, state.critic, episode_start)
-        log_prob, entropy = self.dist.log_prob_entropy(self.policy_head(latent), actions)
+        params = self.policy_head(latent)
+        if action_mask is not None:
+            params = self.dist.masked(params, action_mask)
+        log_prob, entropy = self.dist.log_prob_entropy(params, actions)
         return EvaluateOutput(log_prob, entropy, self.value_head(value_latent).squeeze(-1))
 
     def env_action(self, action: torch.Tensor) -> np.ndarray:

@@ -16,6 +16,11 @@ space's bounds (the clipping is not part of the policy, as in SB3 and CleanRL).
 
 Sampling takes an explicit ``torch.Generator`` so every rollout worker's action noise is
 reproducible on its own.
+
+Action masks (Discrete and MultiDiscrete, laid out as sb3-contrib lays them out: one boolean per
+logit, the components' masks concatenated) set the logits of invalid actions to the lowest
+finite float before sampling, log-probabilities and entropies, so an invalid action has
+probability exactly 0 and adds nothing (not NaN) to the entropy.
 """
 
 from __future__ import annotations
@@ -53,6 +58,21 @@ class ActionDistribution(nn.Module):
 
     def features(self, action: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+    def masked(self, params: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
+        """``params`` with the actions ``action_mask`` marks False made impossible."""
+        raise ValueError(
+            f"action masks apply to Discrete and MultiDiscrete actions, not {type(self).__name__}"
+        )
+
+
+def mask_logits(logits: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
+    """Logits with masked-out entries at the lowest finite value (probability 0)."""
+    if action_mask.shape[-1] != logits.shape[-1]:
+        raise ValueError(
+            f"an action mask needs {logits.shape[-1]} entries per step, got {action_mask.shape[-1]}"
+        )
+    return logits.masked_fill(~action_mask.bool(), torch.finfo(logits.dtype).min)
 
 
 def _categorical_log_prob_entropy(
@@ -92,6 +112,9 @@ class Categorical(ActionDistribution):
 
     def env_action(self, action: np.ndarray) -> np.ndarray:
         return action.astype(np.int64) + self.start
+
+    def masked(self, params: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
+        return mask_logits(params, action_mask)
 
     def features(self, action: torch.Tensor) -> torch.Tensor:
         return nn.functional.one_hot(action.long(), self.n).float()
@@ -160,6 +183,9 @@ class MultiCategorical(ActionDistribution):
 
     def env_action(self, action: np.ndarray) -> np.ndarray:
         return (action.astype(np.int64) + self.start).astype(self.space.dtype)
+
+    def masked(self, params: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
+        return mask_logits(params, action_mask)
 
     def features(self, action: torch.Tensor) -> torch.Tensor:
         return torch.cat(

@@ -32,16 +32,16 @@ import numpy as np
 import torch
 from memory_suite import (
     Result,
-    SB3EvalSource,
     TrainingLoopClock,
     _done,
     agent_rows,
+    sb3_eval_policy,
     training_curve,
 )
 
 from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.config import load_config
-from rlformer.evaluation.runner import run_source_episodes
+from rlformer.evaluation.runner import run_policy_episodes
 from rlformer.training import train
 
 TASKS: dict[str, tuple[str, int]] = {  # name: (env id, env steps)
@@ -96,9 +96,9 @@ def run_sb3_ppo(task: str, seed: int, steps: int, episodes: int) -> Result:
     seconds = time.perf_counter() - started
     cfg = load_config(None, [f"env.id={env_id}"])  # the evaluation's env and episode seeds
     env = model.get_env()
-    source = SB3EvalSource(model, env, env.observation_space, deterministic=True)
-    results = run_source_episodes(
-        source, cfg.env, episodes, cfg.eval.num_envs, seed + FINAL_EVAL_SEED_OFFSET
+    policy = sb3_eval_policy(model, env, env.observation_space)
+    results = run_policy_episodes(
+        policy, cfg.env, episodes, cfg.eval.num_envs, seed + FINAL_EVAL_SEED_OFFSET
     )
     score = float(np.mean(results.returns))
     return Result(task, "sb3_ppo", seed, model.num_timesteps, seconds, score, None, [])

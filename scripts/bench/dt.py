@@ -31,13 +31,14 @@ import rlformer_envs  # noqa: F401
 import torch
 from torch import nn
 
-from rlformer.algos.dt import build_dt, normalized_actions
+from rlformer.algos.dt import normalized_actions
 from rlformer.config import EnvConfig, load_config
 from rlformer.core.device import autocast_context, resolve_device
 from rlformer.data import load_dataset
 from rlformer.data.sampling import WindowBatch, WindowSampler
-from rlformer.evaluation.dt_runner import DTPolicy, action_bounds, run_return_conditioned
+from rlformer.evaluation.dt_runner import run_return_conditioned
 from rlformer.models.decision_transformer import dt_loss
+from rlformer.policies.decision_transformer import DTPolicy, action_bounds, build_dt
 from rlformer.rollout.env_factory import make_env
 
 

@@ -21,7 +21,8 @@ from popgym.envs.higher_lower import HigherLowerEasy
 
 from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.config import load_config
-from rlformer.evaluation.runner import run_source_episodes
+from rlformer.evaluation.runner import run_policy_episodes
+from rlformer.policies import PolicyInfo
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs/memory/popgym_higher_lower.yaml"
 
@@ -53,18 +54,24 @@ def play(episodes: int, count_cards: bool, seed: int) -> float:
 
 
 class RankRule:
-    """The memoryless rule as an action source: guess "higher" up to the middle rank."""
+    """The memoryless rule as a policy: guess "higher" up to the middle rank (no state)."""
 
-    def act(self, obs: tuple[np.ndarray, np.ndarray], episode_start: np.ndarray) -> np.ndarray:
+    info = PolicyInfo("rank rule", "rule")
+    observation_space = action_space = None
+
+    def initial_state(self, n: int, target_return: float | None = None) -> None:
+        return None
+
+    def act(self, obs: tuple[np.ndarray, np.ndarray], state: None, *args, **kwargs) -> tuple:  # noqa: ANN002, ANN003
         cards = obs[0]  # PreviousAction's observation: (card, previous action)
-        return np.where(cards <= RANKS // 2, GUESS_HIGHER, GUESS_LOWER)
+        return np.where(cards <= RANKS // 2, GUESS_HIGHER, GUESS_LOWER), None
 
 
 def rule_on_suite_episodes(training_seed: int, episodes: int) -> float:
     """Mean return of the rule on the memory suite's evaluation episodes of one training seed."""
     cfg = load_config(CONFIG, [])
     seed = training_seed + FINAL_EVAL_SEED_OFFSET
-    results = run_source_episodes(RankRule(), cfg.env, episodes, cfg.eval.num_envs, seed)
+    results = run_policy_episodes(RankRule(), cfg.env, episodes, cfg.eval.num_envs, seed)
     return float(np.mean(results.returns))
 
 

@@ -33,8 +33,9 @@ import torch
 
 from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.config import TrainConfig, load_config
-from rlformer.evaluation.runner import run_source_episodes
+from rlformer.evaluation.runner import run_policy_episodes
 from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
+from rlformer.policies.sb3 import SB3Policy
 from rlformer.rollout.env_factory import env_from_config
 from rlformer.runs import read_metrics
 from rlformer.training import train
@@ -394,10 +395,15 @@ def run_sb3(
         torch.set_num_threads(1)
     seconds = time.perf_counter() - started
     probe = env_from_config(cfg.env)  # the unflattened space the evaluation envs return
-    source = SB3EvalSource(model, venv, probe.observation_space, cfg.eval.deterministic)
+    policy = sb3_eval_policy(model, venv, probe.observation_space)
     probe.close()
-    results = run_source_episodes(
-        source, cfg.env, episodes, cfg.eval.num_envs, seed + FINAL_EVAL_SEED_OFFSET
+    results = run_policy_episodes(
+        policy,
+        cfg.env,
+        episodes,
+        cfg.eval.num_envs,
+        seed + FINAL_EVAL_SEED_OFFSET,
+        cfg.eval.deterministic,
     )
     score = float(np.mean(results.returns))
     venv.close()  # ends SubprocVecEnv's processes
@@ -414,7 +420,7 @@ def run_sb3(
     )
 
 
-class SB3EvalSource:
+def sb3_eval_policy(model: Any, venv: Any, space: Any) -> SB3Policy:
     """An SB3 model playing rlformer's evaluation episodes, greedily or sampling as the config's
     ``eval.deterministic`` says (the rlformer agents follow it too).
 
@@ -423,30 +429,23 @@ class SB3EvalSource:
     much as the gaps being compared. Observations get what SB3 saw in training: Tuple spaces
     flattened, then ``VecNormalize``'s frozen statistics.
     """
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import VecNormalize
 
-    def __init__(self, model: Any, venv: Any, space: Any, deterministic: bool) -> None:
-        from stable_baselines3.common.vec_env import VecNormalize
+    normalize = venv if isinstance(venv, VecNormalize) else None
 
-        self.model, self.space, self.state = model, space, None
-        self.deterministic = deterministic
-        self.normalize = venv if isinstance(venv, VecNormalize) else None
-
-    def act(self, obs: Any, episode_start: np.ndarray) -> np.ndarray:
-        import gymnasium as gym
-
-        if isinstance(self.space, gym.spaces.Tuple):
+    def preprocess(obs: Any) -> Any:
+        if isinstance(space, gym.spaces.Tuple):
+            rows = len(obs[0])
             obs = np.stack(
                 [
-                    gym.spaces.flatten(self.space, tuple(leaf[slot] for leaf in obs))
-                    for slot in range(len(episode_start))
+                    gym.spaces.flatten(space, tuple(leaf[slot] for leaf in obs))
+                    for slot in range(rows)
                 ]
             )
-        if self.normalize is not None:
-            obs = self.normalize.normalize_obs(obs)
-        action, self.state = self.model.predict(
-            obs, state=self.state, episode_start=episode_start, deterministic=self.deterministic
-        )
-        return np.asarray(action)
+        return obs if normalize is None else normalize.normalize_obs(obs)
+
+    return SB3Policy(model, "sb3", preprocess, observation_space=space)
 
 
 def _done(out: Path) -> list[Result]:

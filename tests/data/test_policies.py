@@ -1,4 +1,4 @@
-"""Action sources for `rlformer collect`: noise statistics, SB3 class detection, rlformer runs."""
+"""Policies for `rlformer collect`: noise statistics, SB3 class detection, rlformer runs."""
 
 from __future__ import annotations
 
@@ -12,41 +12,48 @@ import pytest
 import torch
 
 from rlformer.data import DatasetError
-from rlformer.data.policies import NoisyPolicy, load_sb3_model, sb3_policy_module
 from rlformer.data.recorder import collect_dataset
+from rlformer.policies import PolicyInfo
+from rlformer.policies.sb3 import load_sb3_model, sb3_policy_module
+from rlformer.policies.simple import NoisyPolicy
 
 
 class _Constant:
     """A policy that always answers the same action (so every change is the noise's doing)."""
 
-    def __init__(self, action: np.ndarray, num_envs: int) -> None:
-        self.action, self.num_envs = action, num_envs
+    def __init__(self, action: np.ndarray, space: gym.Space) -> None:
+        self.action, self.action_space = action, space
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (1,))
+        self.info = PolicyInfo("constant", "test")
 
-    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
-        return np.stack([self.action] * self.num_envs)
+    def initial_state(self, n: int, target_return: float | None = None) -> None:
+        return None
+
+    def act(self, obs, state, episode_start, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN201
+        return np.stack([self.action] * len(episode_start)), state
 
 
 def _draws(policy: NoisyPolicy, rounds: int, num_envs: int) -> np.ndarray:
     obs, starts = np.zeros((num_envs, 1)), np.zeros(num_envs, dtype=bool)
-    return np.concatenate([policy.act(obs, starts) for _ in range(rounds)])
+    return np.concatenate([policy.act(obs, None, starts)[0] for _ in range(rounds)])
 
 
 def test_gaussian_noise_has_the_requested_scale_and_stays_in_bounds() -> None:
     space = gym.spaces.Box(np.array([-4, 0], np.float32), np.array([4, 1], np.float32))
-    inner = _Constant(np.array([0.0, 0.5], np.float32), 50)
-    actions = _draws(NoisyPolicy(inner, space, noise=0.1, random_fraction=0.0, seed=0), 200, 50)
+    inner = _Constant(np.array([0.0, 0.5], np.float32), space)
+    actions = _draws(NoisyPolicy(inner, noise=0.1, random_fraction=0.0, seed=0), 200, 50)
     # std = noise x half range: 0.1 x 4 = 0.4 and 0.1 x 0.5 = 0.05; 10k draws -> ~1% error.
     np.testing.assert_allclose(actions.std(0), [0.4, 0.05], rtol=0.04)
     np.testing.assert_allclose(actions.mean(0), [0.0, 0.5], atol=0.01)
     assert actions.dtype == np.float32
-    wide = _draws(NoisyPolicy(inner, space, noise=2.0, random_fraction=0.0, seed=0), 20, 50)
+    wide = _draws(NoisyPolicy(inner, noise=2.0, random_fraction=0.0, seed=0), 20, 50)
     assert (wide >= space.low).all() and (wide <= space.high).all()
 
 
 def test_random_fraction_replaces_that_share_of_box_actions() -> None:
     space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
-    inner = _Constant(np.full(3, 0.25, np.float32), 40)
-    actions = _draws(NoisyPolicy(inner, space, noise=0.0, random_fraction=0.3, seed=1), 250, 40)
+    inner = _Constant(np.full(3, 0.25, np.float32), space)
+    actions = _draws(NoisyPolicy(inner, noise=0.0, random_fraction=0.3, seed=1), 250, 40)
     replaced = (actions != 0.25).any(axis=1)
     n = len(actions)
     assert replaced.mean() == pytest.approx(0.3, abs=3 * (0.3 * 0.7 / n) ** 0.5)
@@ -57,8 +64,8 @@ def test_random_fraction_replaces_that_share_of_box_actions() -> None:
 @pytest.mark.parametrize(("epsilon", "fraction"), [(0.4, 0.0), (0.0, 0.5), (0.4, 0.5)])
 def test_epsilon_and_random_fraction_on_discrete_actions(epsilon: float, fraction: float) -> None:
     space = gym.spaces.Discrete(4)
-    inner = _Constant(np.array(0), 40)
-    actions = _draws(NoisyPolicy(inner, space, epsilon, fraction, seed=2), 250, 40)
+    inner = _Constant(np.array(0), space)
+    actions = _draws(NoisyPolicy(inner, epsilon, fraction, seed=2), 250, 40)
     # Replaced with prob 1 - (1 - eps)(1 - f); a uniform replacement differs from 0 w.p. 3/4.
     expected = (1 - (1 - epsilon) * (1 - fraction)) * 0.75
     n = len(actions)
@@ -161,9 +168,11 @@ def test_rlformer_run_policy_resets_memory_at_episode_starts(tmp_path: Path) -> 
             assert model.env_action(out.action)[0] == episode.actions[t]
 
 
-def test_decision_transformer_checkpoint_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(DatasetError, match="'dt' checkpoint"):
+def test_a_checkpoint_of_unknown_kind_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    from rlformer.checkpoints import CheckpointError
+
+    with pytest.raises(CheckpointError, match="'sac' checkpoint, which no loaded module"):
         collect_dataset(
-            str(_tiny_run(tmp_path, "dt")), "CartPole-v1", 10, tmp_path / "x.hdf5", progress=False
+            str(_tiny_run(tmp_path, "sac")), "CartPole-v1", 10, tmp_path / "x.hdf5", progress=False
         )
     assert not (tmp_path / "x.hdf5").exists()

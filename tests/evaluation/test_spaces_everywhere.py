@@ -15,7 +15,7 @@ from rlformer.core import CoreConfig
 from rlformer.data.recorder import collect_dataset
 from rlformer.evaluation.runner import run_episodes
 from rlformer.models.actor_critic import ActorCritic
-from rlformer.models.predictor import Predictor
+from rlformer.policies import Predictor
 
 ACTIONS = ["discrete", "box", "multidiscrete", "multibinary"]
 

@@ -18,8 +18,10 @@ import rlformer_envs  # noqa: F401
 
 from rlformer.config import EnvConfig
 from rlformer.core import CoreConfig
-from rlformer.evaluation.dt_runner import DTPolicy, run_return_conditioned
-from rlformer.evaluation.runner import EpisodeResults, run_source_episodes
+from rlformer.evaluation.dt_runner import run_return_conditioned
+from rlformer.evaluation.runner import EpisodeResults, run_policy_episodes
+from rlformer.policies import PolicyInfo
+from rlformer.policies.decision_transformer import DTPolicy
 
 SCRIPT = np.array([[0, 0, 1, 1, 1, 1], [2, 2, 2, 2, 2, 2], [0, 0, 2, 2, 2, 2]])
 ENV = EnvConfig(
@@ -40,24 +42,30 @@ def _check(results: EpisodeResults) -> None:
 
 @dataclass
 class _ScriptedSlots:
-    step: int = 0
+    """A policy whose state is the step count: slot s takes ``SCRIPT[s, step]``."""
 
-    def act(self, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
-        actions = SCRIPT[:, min(self.step, SCRIPT.shape[1] - 1)]
-        self.step += 1
-        return actions
+    observation_space: object = None
+    action_space: object = None
+    info: PolicyInfo = field(default_factory=lambda: PolicyInfo("scripted", "test"))
+
+    def initial_state(self, n: int, target_return: float | None = None) -> int:
+        return 0
+
+    def act(self, obs, state, episode_start, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN201
+        return SCRIPT[:, min(state, SCRIPT.shape[1] - 1)], state + 1
+
+
+def _in_slot_order(r: EpisodeResults) -> EpisodeResults:
+    """Episodes are recorded as they finish: slots 0 and 2 at step 3, slot 1 at step 6.
+    Swapping the last two puts them back in slot order."""
+    by_slot = [0, 2, 1]
+    return EpisodeResults(
+        *([values[i] for i in by_slot] for values in (r.returns, r.lengths, r.successes))
+    )
 
 
 def test_vector_runner_keeps_success_with_its_episode() -> None:
-    r = run_source_episodes(_ScriptedSlots(), ENV, episodes=3, num_envs=3, seed=4)
-    # Episodes are recorded as they finish: slots 0 and 2 at step 3, slot 1 at step 6. Swapping
-    # the last two puts them back in slot order.
-    by_slot = [0, 2, 1]
-    _check(
-        EpisodeResults(
-            *([values[i] for i in by_slot] for values in (r.returns, r.lengths, r.successes))
-        )
-    )
+    _check(_in_slot_order(run_policy_episodes(_ScriptedSlots(), ENV, 3, num_envs=3, seed=4)))
 
 
 @dataclass
@@ -83,7 +91,9 @@ def test_dt_runner_keeps_success_with_its_episode() -> None:
     seen = set()
     for seed in range(4):  # cues differ between seeds, so both outcomes occur in each slot
         policy.calls[0] = 0
-        results = run_return_conditioned(policy, ENV, target_return=1.0, episodes=3, seed=seed)
+        results = _in_slot_order(
+            run_return_conditioned(policy, ENV, target_return=1.0, episodes=3, seed=seed)
+        )
         _check(results)
         seen |= {(slot, results.successes[slot]) for slot in (0, 2)}
     assert seen == {(0, 0.0), (0, 1.0), (2, 0.0), (2, 1.0)}

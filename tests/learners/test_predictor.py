@@ -12,7 +12,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from rlformer.config import ModelConfig
 from rlformer.core import CoreConfig
 from rlformer.models.actor_critic import ActorCritic
-from rlformer.models.predictor import Predictor
+from rlformer.policies import Predictor
 
 
 def _oracle_like_model() -> ActorCritic:

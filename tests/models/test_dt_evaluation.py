@@ -13,8 +13,9 @@ import torch
 
 from rlformer.config import EnvConfig
 from rlformer.core import CoreConfig
-from rlformer.evaluation.dt_runner import DTPolicy, run_return_conditioned
+from rlformer.evaluation.dt_runner import run_return_conditioned
 from rlformer.models.decision_transformer import DecisionTransformer
+from rlformer.policies.decision_transformer import DTPolicy
 
 
 def _recording_policy(
@@ -109,7 +110,7 @@ def test_memory_dt_fills_aligned_windows_and_passes_memory_on() -> None:
 def _untrained_policy(env_id: str, discrete: bool, stochastic: bool) -> DTPolicy:
     import gymnasium as gym
 
-    from rlformer.evaluation.dt_runner import action_bounds
+    from rlformer.policies.decision_transformer import action_bounds
 
     env = gym.make(env_id)
     space = env.action_space
@@ -205,9 +206,9 @@ def test_dt_trains_from_a_recorded_dataset_and_resumes(tmp_path: Path) -> None:
     cli("train", "--resume", str(run_dir), "--set", "dt.train_steps=30")
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "loss/action" in r] == [5, 10, 15, 20, 25, 30]
-    from rlformer.evaluation.agents import load_eval_agent
+    from rlformer.policies import load_policy
 
-    assert load_eval_agent(run_dir).dt_policy.window == 3  # the run's act_context
+    assert load_policy(run_dir).window == 3  # the run's act_context
     short = cli("eval", str(run_dir), "--act-context", "2", "--episodes", "2", "--json", "ac.json")
     assert "Pendulum-v1" in short.stdout
     assert len(json.loads((tmp_path / "ac.json").read_text())["reports"]) == 2

@@ -82,12 +82,12 @@ def test_eval_of_a_broken_file_is_one_line(finished_run: Path, tmp_path: Path, d
 
 
 def test_checkpoint_without_expected_entries_is_a_clear_error(tmp_path: Path) -> None:
-    from rlformer.evaluation.agents import load_eval_agent
+    from rlformer.policies import load_policy
 
     path = tmp_path / "partial.pt"
     torch.save({"format": 2, "kind": "ppo", "model": {}}, path)
     with pytest.raises(CheckpointError, match="no 'config' entry"):
-        load_eval_agent(path)
+        load_policy(path)
     torch.save({"format": 2, "kind": "ppo", "config": {"ppo": {"gamma": 7}}}, path)
     with pytest.raises(CheckpointError, match="does not validate"):
-        load_eval_agent(path)
+        load_policy(path)

@@ -3,7 +3,7 @@
 A real checkpoint comes from a tiny in-process ``train`` run (CartPole, MLP torso). Its bytes are
 cut, zeroed, replaced, bit-flipped (anywhere, and inside the zip's pickle with a correct CRC);
 its payload is altered (keys dropped, values retyped, weights reshaped or set to NaN); and files
-whose pickle would create a marker file are offered. ``load_eval_agent`` must raise
+whose pickle would create a marker file are offered. ``load_policy`` must raise
 :class:`CheckpointError` with one line or give an agent that acts; ``rlformer eval PATH
 --episodes 1`` must exit 0 or 2 with one ``error:`` line; the marker file must never appear.
 """
@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 from rlformer.checkpoints import CheckpointError, read_checkpoint_file
 from rlformer.cli import app
 from rlformer.config import load_config
-from rlformer.evaluation.agents import load_eval_agent
+from rlformer.policies import load_policy
 from tests.reliability.fuzzing import FUZZ, check_cli_result, outcome, tried, working_directory
 
 
@@ -68,7 +68,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     payload["collector"] = {"blobs": [bytes(64)], "mac": "0" * 64}
     path = tmp_path_factory.mktemp("fixed") / "ckpt_000000016.pt"
     torch.save(payload, path)
-    load_eval_agent(path)  # the undamaged file loads
+    load_policy(path)  # the undamaged file loads
     return path
 
 
@@ -79,20 +79,21 @@ def marker_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _check_load(path: Path, target: str, marker_dir: Path) -> None:
-    """CheckpointError (one line), or an agent whose policy acts with finite outputs."""
+    """CheckpointError (one line), or a policy that acts with finite outputs."""
     tried(target)
     try:
-        agent = load_eval_agent(path)
+        policy = load_policy(path)
     except CheckpointError as err:
         assert str(err).strip() and "\n" not in str(err), repr(str(err))
         outcome(target, type(err).__name__)
     else:
         outcome(target, "loaded")
-        assert agent.kind == "ppo"
-        source = agent.make_source(2, False, 0)  # stochastic: sampling sees NaNs at once
-        obs = np.stack([agent.observation_space.sample() for _ in range(2)])
-        actions = source.act(obs, np.ones(2, dtype=bool))
-        assert all(agent.action_space.contains(a) for a in actions)
+        assert policy.info.kind == "ppo"
+        obs = np.stack([policy.observation_space.sample() for _ in range(2)])
+        actions, _ = policy.act(  # stochastic: sampling sees NaNs at once
+            obs, policy.initial_state(2), np.ones(2, dtype=bool), deterministic=False
+        )
+        assert all(policy.action_space.contains(a) for a in actions)
     assert not any(marker_dir.iterdir()), "a checkpoint's pickle ran code"
 
 
@@ -295,7 +296,7 @@ def test_hostile_pickles_never_run(
         path.write_bytes(_rezip(checkpoint.read_bytes(), lambda _: hostile))
     _check_load(path, "checkpoint: hostile pickle", marker_dir)
     with pytest.raises(CheckpointError):
-        load_eval_agent(path)  # never "loaded": the hostile object cannot be read back
+        load_policy(path)  # never "loaded": the hostile object cannot be read back
     assert not marker.exists()
 
 

@@ -89,7 +89,7 @@ def test_non_numeric_format_entry_is_a_checkpoint_error(tmp_path: Path) -> None:
 
 def test_eval_refuses_checkpoints_with_nan_weights(tmp_path: Path) -> None:
     from rlformer.checkpoints import encode_spec, save_checkpoint
-    from rlformer.evaluation.agents import load_eval_agent
+    from rlformer.policies import load_policy
     from rlformer.training import build_model
 
     cfg = load_config(None, ["model.torso=mlp", "model.mlp_hidden=[4]"])
@@ -105,4 +105,4 @@ def test_eval_refuses_checkpoints_with_nan_weights(tmp_path: Path) -> None:
     path = save_checkpoint(tmp_path, 1, payload)
     # Sampling actions from NaN logits used to crash mid-evaluation with a RuntimeError.
     with pytest.raises(CheckpointError, match="NaN or inf"):
-        load_eval_agent(path)
+        load_policy(path)

@@ -40,13 +40,14 @@ def test_sb3_agents_are_scored_greedily_or_sampling_as_the_config_says() -> None
     rng = np.random.default_rng(0)
     obs = rng.normal(size=(256, 4)).astype(np.float32)
     starts = np.ones(256, dtype=bool)
-    greedy_source = memory_suite.SB3EvalSource(model, env, env.observation_space, True)
-    sampling_source = memory_suite.SB3EvalSource(model, env, env.observation_space, False)
+    policy = memory_suite.sb3_eval_policy(model, env, env.observation_space)
     greedy, _ = model.predict(obs, deterministic=True)
-    np.testing.assert_array_equal(greedy_source.act(obs, starts), greedy)
+    acted, _ = policy.act(obs, None, starts, deterministic=True)
+    np.testing.assert_array_equal(acted, greedy)
     # An untrained policy is near uniform: sampling departs from the greedy action about half
     # the time over 256 states.
-    assert (sampling_source.act(obs, starts) != greedy).sum() > 64
+    sampled, _ = policy.act(obs, None, starts, deterministic=False)
+    assert (sampled != greedy).sum() > 64
     env.close()
 
 

@@ -1,0 +1,78 @@
+"""From a name on the command line to a :class:`~rlformer.policies.Policy`.
+
+``random``, ``sb3:PATH.zip``, or an rlformer run directory / checkpoint file, whose ``kind``
+entry picks the loader. Each checkpoint kind registers how its checkpoints become a policy:
+PPO's (``ppo``) and the Decision Transformers' (``dt``, which ODT checkpoints share) here; an
+algorithm with a kind of its own calls :func:`register_policy_loader` in its module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlformer.checkpoints import CheckpointError, load_checkpoint
+from rlformer.policies.actor_critic import actor_critic_policy
+from rlformer.policies.base import Policy
+from rlformer.policies.decision_transformer import dt_policy
+
+PolicyLoader = Callable[[dict[str, Any], str], Policy]
+"""``(checkpoint payload, name) -> Policy``; raises :class:`CheckpointError` on bad content."""
+
+_LOADERS: dict[str, PolicyLoader] = {"ppo": actor_critic_policy, "dt": dt_policy}
+
+
+def register_policy_loader(kind: str, loader: PolicyLoader) -> None:
+    """Make checkpoints whose ``kind`` entry is ``kind`` loadable as policies."""
+    _LOADERS[kind] = loader
+
+
+def policy_from_payload(payload: dict[str, Any], name: str) -> Policy:
+    """The policy a loaded checkpoint holds (weights checked to be finite)."""
+    kind = str(payload.get("kind", "ppo"))
+    loader = _LOADERS.get(kind)
+    if loader is None:
+        raise CheckpointError(
+            f"{name}: a {kind!r} checkpoint, which no loaded module can act with "
+            f"(known kinds: {', '.join(sorted(_LOADERS))})"
+        )
+    _require_finite_weights(payload, name)
+    return loader(payload, name)
+
+
+def load_policy(spec: str | Path, trust: bool = False) -> Policy:
+    """Load ``sb3:PATH.zip``, a run directory or a checkpoint file as a policy.
+
+    rlformer checkpoints are read without unpickling and SB3 zips through an allow-list,
+    unless ``trust`` (see :mod:`rlformer.checkpoints`, :mod:`rlformer.policies.sb3_safe`).
+    """
+    text = str(spec)
+    if text.startswith("sb3:"):
+        from rlformer.policies.sb3 import sb3_policy
+
+        return sb3_policy(text, trust)
+    return policy_from_payload(load_checkpoint(text, trust), text)
+
+
+def _require_finite_weights(payload: dict[str, Any], name: str) -> None:
+    """A :class:`CheckpointError` for NaN / inf weights (a damaged file or a diverged run),
+    which would otherwise act at random or fail mid-evaluation when sampling an action."""
+    weights = payload.get("model")
+    if not isinstance(weights, dict):
+        return  # the model loader reports a missing or malformed entry
+    bad = [
+        key
+        for key, value in weights.items()
+        if isinstance(value, torch.Tensor)
+        and value.is_floating_point()
+        and not bool(torch.isfinite(value).all())
+    ]
+    if bad:
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        raise CheckpointError(
+            f"{name}: its weights hold NaN or inf ({bad[0]}{more}); the file is damaged or the "
+            "run diverged"
+        )
