@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import copy
+from collections.abc import Collection
 from typing import Any
 
 # The GTrXL the presets were measured with, stated here so that a change of the PPO model
@@ -253,20 +254,21 @@ def family_preset(env_id: str) -> str | None:
 OFFLINE_SECTIONS = ("env",)
 
 
-def apply_preset(raw: dict[str, Any]) -> dict[str, Any]:
+def apply_preset(raw: dict[str, Any], sections: Collection[str] | None = None) -> dict[str, Any]:
     """``raw`` laid over the preset it names (unchanged when it names none).
 
-    ``auto`` becomes the env family's preset for PPO runs, or null; either way the result says
-    which, so a run directory's config.yaml records what was applied. For dt and odt a named
-    preset lays only its :data:`OFFLINE_SECTIONS`, so a DT trains on the env its data was
-    recorded on with that preset.
+    ``sections``: the sections of a named preset the run's algorithm takes (its declaration's
+    ``preset_sections``, :mod:`rlformer.config_sections.spec`). With None it takes them all and
+    ``auto`` becomes the env family's preset, else ``auto`` becomes null: the presets hold PPO
+    evidence. Either way the result says which, so a run directory's config.yaml records what
+    was applied. Offline algorithms (dt, odt) take only :data:`OFFLINE_SECTIONS`, so a DT trains on
+    the env its data was recorded on with that preset.
     """
     name = raw.get("preset", "auto")
     if name == "auto":
         env = raw.get("env")
         env_id = env.get("id") if isinstance(env, dict) else None
-        ppo = raw.get("algo", "ppo") == "ppo"
-        name = family_preset(env_id) if ppo and isinstance(env_id, str) else None
+        name = family_preset(env_id) if sections is None and isinstance(env_id, str) else None
         raw = {**raw, "preset": name}
     if name is None:
         return raw
@@ -276,6 +278,6 @@ def apply_preset(raw: dict[str, Any]) -> dict[str, Any]:
             f"{', '.join(sorted(PRESETS))}, auto (by env.id) or null (none)"
         )
     preset = PRESETS[name]
-    if raw.get("algo", "ppo") != "ppo":
-        preset = {key: value for key, value in preset.items() if key in OFFLINE_SECTIONS}
+    if sections is not None:
+        preset = {key: value for key, value in preset.items() if key in sections}
     return merged(preset, raw)

@@ -1,0 +1,82 @@
+"""PPO's part of the run config: the ``ppo`` section, and what PPO reads of the shared ones.
+
+The algorithm itself is :mod:`rlformer.algos.ppo`; this module stays free of torch and of
+the algorithm's code, since :mod:`rlformer.config` imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from rlformer.config_sections.base import Section, StrictModel
+from rlformer.config_sections.spec import AlgoConfigSpec
+
+
+class PPOConfig(StrictModel):
+    """Proximal Policy Optimisation hyper-parameters (defaults follow common PPO settings)."""
+
+    total_steps: int = Field(100_000, ge=1, description="Environment steps to train for.")
+    learning_rate: float = Field(3e-4, gt=0, description="Adam learning rate.")
+    anneal_lr: bool = Field(True, description="Linearly decay the learning rate to 0.")
+    gamma: float = Field(0.99, ge=0, le=1, description="Discount factor.")
+    gae_lambda: float = Field(0.95, ge=0, le=1, description="GAE lambda.")
+    clip_coef: float = Field(0.2, gt=0, description="PPO ratio clip range.")
+    clip_value: bool = Field(True, description="Clip the value update around the old value.")
+    ent_coef: float = Field(0.01, ge=0, description="Entropy bonus weight.")
+    vf_coef: float = Field(0.5, ge=0, description="Value loss weight.")
+    max_grad_norm: float = Field(0.5, gt=0, description="Global gradient-norm clip.")
+    update_epochs: int = Field(4, ge=1, description="Passes over each batch.")
+    num_minibatches: int = Field(
+        4, ge=1, description="Minibatches per epoch (split over env slots)."
+    )
+    norm_adv: bool = Field(True, description="Normalise advantages per minibatch.")
+    memory_gradient_steps: int = Field(
+        0,
+        ge=0,
+        description="B > 0: recompute the B steps before each training sequence with gradient, "
+        "so the loss reaches the memory it reads (costs B extra steps per sequence; at most "
+        "rollout.fragment_length). 0: rollout memory, no gradient.",
+    )
+    target_kl: float | None = Field(
+        None,
+        gt=0,
+        description="Stop the epoch loop early when approx KL exceeds this (null: never).",
+    )
+    decoupled_clip: bool = Field(
+        True,
+        description="Batches from older weights (rollout.async_sampling): clip the ratio around "
+        "the weights the update starts from, importance-weighted by their ratio to the "
+        "behaviour policy (decoupled PPO); false: clip around the behaviour policy.",
+    )
+
+
+def _minibatches_fit(cfg: Any) -> None:
+    """Sequences recomputed with gradient, and minibatches of whole sequences, must fit one
+    fragment of every env slot."""
+    if cfg.ppo.memory_gradient_steps > cfg.rollout.fragment_length:
+        raise ValueError(
+            f"ppo.memory_gradient_steps={cfg.ppo.memory_gradient_steps} exceeds "
+            f"rollout.fragment_length={cfg.rollout.fragment_length}; the steps recomputed "
+            "with gradient come from the previous fragment"
+        )
+    slots = cfg.rollout.num_workers * cfg.rollout.envs_per_worker
+    if cfg.ppo.num_minibatches > slots:
+        raise ValueError(
+            f"ppo.num_minibatches={cfg.ppo.num_minibatches} exceeds the "
+            f"{slots} env slots (rollout.num_workers x rollout.envs_per_worker); "
+            "minibatches split whole sequences, so use at most that many"
+        )
+
+
+PPO = AlgoConfigSpec(
+    name="ppo",
+    summary="online GTrXL-PPO",
+    section=Section(PPOConfig, "PPO learner."),
+    unread_reason="it configures PPO",
+    reads=("run", "env", "rollout", "model", "eval"),
+    preset_sections=None,
+    async_sampling=True,
+    check=_minibatches_fit,
+)
