@@ -13,6 +13,7 @@ plugin entry points, so a bare ``gymnasium.make("rlformer/TMaze-v0")`` needs one
 from __future__ import annotations
 
 import gymnasium as gym
+from rlformer_envs.masked_recall import MaskedRecallEnv
 from rlformer_envs.repeat_previous import RepeatPreviousEnv
 from rlformer_envs.tmaze import TMazeEnv
 from rlformer_envs.wrappers import (
@@ -27,6 +28,7 @@ from rlformer_envs.wrappers import (
 __all__ = [
     "HideObservationEntries",
     "KeepActions",
+    "MaskedRecallEnv",
     "RepeatPreviousEnv",
     "SuccessFromReward",
     "TMazeEnv",
@@ -38,6 +40,7 @@ __all__ = [
 
 _SPECS = {
     "rlformer/TMaze-v0": {"entry_point": "rlformer_envs.tmaze:TMazeEnv"},
+    "rlformer/MaskedRecall-v0": {"entry_point": "rlformer_envs.masked_recall:MaskedRecallEnv"},
     "rlformer/RepeatPrevious-v0": {
         "entry_point": "rlformer_envs.repeat_previous:RepeatPreviousEnv"
     },

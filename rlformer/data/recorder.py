@@ -24,6 +24,7 @@ from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.policies import Policy, load_policy
 from rlformer.policies.simple import NoisyPolicy, RandomPolicy
+from rlformer.rollout.action_masks import vector_masks
 from rlformer.rollout.env_factory import EnvError, vector_env_from_config
 
 
@@ -189,7 +190,7 @@ def _record(
     progress: _Progress,
     generator: torch.Generator | None,
 ) -> list[Episode]:
-    obs, _ = envs.reset(seed=[seed + i for i in range(num_envs)])
+    obs, info = envs.reset(seed=[seed + i for i in range(num_envs)])
     space = envs.single_observation_space
     state = policy.initial_state(num_envs)
     rewards: np.ndarray | None = None
@@ -206,8 +207,9 @@ def _record(
     recorded = 0
     try:
         while recorded < steps:
+            masks = vector_masks(info, num_envs, envs.single_action_space)
             actions, state = policy.act(
-                obs, state, starts, rewards, None, generator is None, generator
+                obs, state, starts, rewards, masks, generator is None, generator
             )
             next_obs, rewards, term, trunc, info = envs.step(actions)
             done = term | trunc

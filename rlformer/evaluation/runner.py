@@ -16,6 +16,7 @@ from rlformer.config import EnvConfig
 from rlformer.models.actor_critic import ActorCritic
 from rlformer.policies.actor_critic import ActorCriticPolicy
 from rlformer.policies.base import Policy, PolicyInfo
+from rlformer.rollout.action_masks import vector_masks
 from rlformer.rollout.env_factory import vector_env_from_config
 
 
@@ -82,14 +83,15 @@ def run_policy_episodes(
     """Play ``episodes`` full episodes with any policy (rlformer, stable-baselines3, exported).
 
     Slot i starts from seed ``seed + i``; sampled actions (``deterministic=False``) come from a
-    generator seeded with ``seed``, so a sampled evaluation repeats exactly. Return-conditioned
-    policies aim each episode at ``target_return`` (their default when None).
+    generator seeded with ``seed``, so a sampled evaluation repeats exactly. Action masks that
+    the env gives (``env.action_mask``) reach the policy. Return-conditioned policies aim each
+    episode at ``target_return`` (their default when None).
     """
     num_envs = max(1, min(num_envs, episodes))
     envs = vector_env_from_config(env_cfg, num_envs)
     generator = None if deterministic else torch.Generator().manual_seed(seed)
     state = policy.initial_state(num_envs, target_return)
-    obs, _ = envs.reset(seed=[seed + i for i in range(num_envs)])
+    obs, info = envs.reset(seed=[seed + i for i in range(num_envs)])
     episode_start = np.ones(num_envs, dtype=bool)
     reward: np.ndarray | None = None
     running = np.zeros(num_envs)
@@ -99,8 +101,9 @@ def run_policy_episodes(
     results = EpisodeResults()
     try:
         while active.any():
+            masks = vector_masks(info, num_envs, envs.single_action_space)
             actions, state = policy.act(
-                obs, state, episode_start, reward, None, deterministic, generator
+                obs, state, episode_start, reward, masks, deterministic, generator
             )
             obs, reward, term, trunc, info = envs.step(actions)
             running += reward

@@ -66,16 +66,22 @@ class SequenceBatch(NamedTuple):
     prefix_steps: int = 0
     # pi_prox / pi_behaviour per step for a batch from older weights (decoupled PPO), else None
     behaviour_weights: torch.Tensor | None = None
+    # [E, P + F, n] the masks the rollout acted under (all True over the prefix), else None
+    action_masks: torch.Tensor | None = None
 
     def rows(self, index: torch.Tensor) -> SequenceBatch:
         """The sequences of a subset of env slots."""
-        tensors = [tree_map(lambda t: t[index], t) for t in self[:-3]]
-        weights = None if self.behaviour_weights is None else self.behaviour_weights[index]
+        tensors = [tree_map(lambda t: t[index], t) for t in self[:-4]]
+
+        def optional(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t[index]
+
         return SequenceBatch(
             *tensors,
             state=self.state.index(index),
             prefix_steps=self.prefix_steps,
-            behaviour_weights=weights,
+            behaviour_weights=optional(self.behaviour_weights),
+            action_masks=optional(self.action_masks),
         )
 
 
@@ -122,6 +128,9 @@ def make_sequence_batch(
         )
         state, prefix_steps = prefix.state, int(prefix.rewards.shape[0])
     obs, actions, episode_start, rewards = inputs
+    masks = fragment.action_masks
+    if masks is not None and prefix_steps:  # the prefix only rebuilds memory: nothing masked
+        masks = np.concatenate([np.ones((prefix_steps, *masks.shape[1:]), bool), masks])
     return SequenceBatch(
         obs=tree_map(env_major, obs),  # images stay uint8 until the encoder
         actions=env_major(actions),
@@ -133,6 +142,7 @@ def make_sequence_batch(
         rewards=env_major(rewards),
         state=state.to(device),
         prefix_steps=prefix_steps,
+        action_masks=None if masks is None else env_major(masks),
     )
 
 
@@ -268,7 +278,9 @@ class PPOLearner:
         """One gradient step on minibatch ``mb``: its loss metrics and gradient norm, or None
         when a non-finite loss or gradient was skipped (``run.nonfinite: skip``; otherwise that
         raises :class:`NonFiniteError` naming ``where``, before the weights change)."""
-        out = self.model.evaluate(mb.obs, mb.actions, mb.state, mb.episode_start, mb.rewards)
+        out = self.model.evaluate(
+            mb.obs, mb.actions, mb.state, mb.episode_start, mb.rewards, mb.action_masks
+        )
         if mb.prefix_steps:  # the prefix only rebuilds memory; the loss is the fragment's
             out = EvaluateOutput(*(part[:, mb.prefix_steps :] for part in out))
         loss, metrics = ppo_loss(out, mb, self.cfg)
@@ -295,7 +307,12 @@ class PPOLearner:
         self.model.eval()  # the policy itself, without dropout's noise
         with torch.no_grad():
             out = self.model.evaluate(
-                batch.obs, batch.actions, batch.state, batch.episode_start, batch.rewards
+                batch.obs,
+                batch.actions,
+                batch.state,
+                batch.episode_start,
+                batch.rewards,
+                batch.action_masks,
             )
         self.model.train()
         proximal = out.log_prob[:, batch.prefix_steps :]

@@ -23,6 +23,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlformer.presets import PRESETS, family_preset
+from rlformer.rollout.action_masks import ActionMaskError, ActionMaskToInfo
 
 if TYPE_CHECKING:
     from rlformer.config import EnvConfig
@@ -107,10 +108,13 @@ def make_env(
     max_episode_steps: int | None = None,
     imports: Sequence[str] = (),
     wrappers: Sequence[Any] = (),
+    action_mask: str | None = None,
 ) -> gym.Env:
     """``gymnasium.make`` with our tasks registered, imports, wrappers and readable errors.
 
-    ``wrappers`` are :class:`~rlformer.config.WrapperConfig` s (``cls`` + ``kwargs``).
+    ``wrappers`` are :class:`~rlformer.config.WrapperConfig` s (``cls`` + ``kwargs``);
+    ``action_mask`` (``env.action_mask``) puts the env's masks where rollouts, evaluation and
+    ``collect`` read them (:mod:`rlformer.rollout.action_masks`), outside every wrapper.
     """
     check_env_id(env_id, imports)
     extra: dict[str, Any] = dict(kwargs or {})
@@ -134,7 +138,14 @@ def make_env(
         env = _wrap(env.unwrapped, env_id, bare, 0)
         if limit is not None:
             env = gym.wrappers.TimeLimit(env, limit)
-    return _wrap(env, env_id, [w for w in wrappers if not w.unwrapped], len(bare))
+    env = _wrap(env, env_id, [w for w in wrappers if not w.unwrapped], len(bare))
+    if action_mask is None:
+        return env
+    try:
+        return ActionMaskToInfo(env, action_mask)
+    except ActionMaskError as err:
+        env.close()
+        raise EnvError(f"env {env_id!r}: {err}") from None
 
 
 def _wrap(env: gym.Env, env_id: str, wrappers: Sequence[Any], first_index: int) -> gym.Env:
@@ -158,13 +169,21 @@ def _wrap(env: gym.Env, env_id: str, wrappers: Sequence[Any], first_index: int) 
 
 def env_from_config(cfg: EnvConfig) -> gym.Env:
     """One env as ``cfg`` describes it (imports, id, kwargs, time limit, wrappers)."""
-    return make_env(cfg.id, cfg.kwargs, cfg.max_episode_steps, cfg.imports, cfg.wrappers)
+    return make_env(
+        cfg.id, cfg.kwargs, cfg.max_episode_steps, cfg.imports, cfg.wrappers, cfg.action_mask
+    )
 
 
 def vector_env_from_config(cfg: EnvConfig, num_envs: int) -> SyncVectorEnv:
     """``num_envs`` envs as ``cfg`` describes them, in one same-step-autoreset vector env."""
     return make_vector_env(
-        cfg.id, num_envs, cfg.kwargs, cfg.max_episode_steps, cfg.imports, cfg.wrappers
+        cfg.id,
+        num_envs,
+        cfg.kwargs,
+        cfg.max_episode_steps,
+        cfg.imports,
+        cfg.wrappers,
+        cfg.action_mask,
     )
 
 
@@ -193,9 +212,10 @@ def env_thunk(
     max_episode_steps: int | None,
     imports: Sequence[str] = (),
     wrappers: Sequence[Any] = (),
+    action_mask: str | None = None,
 ) -> Callable[[], gym.Env]:
     """A picklable-by-closure constructor for vector envs."""
-    return lambda: make_env(env_id, kwargs, max_episode_steps, imports, wrappers)
+    return lambda: make_env(env_id, kwargs, max_episode_steps, imports, wrappers, action_mask)
 
 
 def make_vector_env(
@@ -205,6 +225,7 @@ def make_vector_env(
     max_episode_steps: int | None = None,
     imports: Sequence[str] = (),
     wrappers: Sequence[Any] = (),
+    action_mask: str | None = None,
 ) -> SyncVectorEnv:
     """In-process vector env that resets finished slots in the same step.
 
@@ -213,6 +234,9 @@ def make_vector_env(
     """
     check_env_id(env_id, imports)
     return SyncVectorEnv(
-        [env_thunk(env_id, kwargs, max_episode_steps, imports, wrappers) for _ in range(num_envs)],
+        [
+            env_thunk(env_id, kwargs, max_episode_steps, imports, wrappers, action_mask)
+            for _ in range(num_envs)
+        ],
         autoreset_mode=AutoresetMode.SAME_STEP,
     )

@@ -7,7 +7,8 @@ learner re-run the fragment as one sequence and reproduce the rollout's log-prob
 Timing convention for step ``t`` of slot ``e``:
 ``obs[t]`` was observed, ``episode_start[t]`` says it is the first observation of an episode,
 ``actions[t]`` was taken, ``rewards[t]`` received, and ``terminated[t]`` / ``truncated[t]`` say
-the episode ended on that step. For a truncated step, ``truncation_values[t]`` holds the value of
+the episode ended on that step; ``action_masks[t]`` (with ``env.action_mask``) says which
+actions ``obs[t]`` allowed. For a truncated step, ``truncation_values[t]`` holds the value of
 the final observation (0 elsewhere) so that GAE can bootstrap through time limits.
 
 With ``ppo.memory_gradient_steps = B > 0`` a fragment also carries a :class:`Prefix`: the last
@@ -83,6 +84,7 @@ class Fragment:
     sample_seconds: float = 0.0  # time the worker spent stepping envs + policy (overhead metrics)
     statistics: dict[str, Moments] = field(default_factory=dict)  # see normalization.py
     prefix: Prefix | None = None  # the steps before, with ppo.memory_gradient_steps > 0
+    action_masks: np.ndarray | None = None  # [F, E, n] bool, with env.action_mask
 
     @property
     def length(self) -> int:
@@ -136,4 +138,5 @@ class Fragment:
                 if fragments[0].prefix is not None
                 else None
             ),
+            action_masks=cat("action_masks", 1) if fragments[0].action_masks is not None else None,
         )

@@ -23,6 +23,7 @@ from rlformer.models.actor_critic import ActorCritic, ActOutput, AgentState
 from rlformer.models.encoders import to_torch
 from rlformer.models.normalization import Moments, moments
 from rlformer.models.spaces import flatten_obs, tree_map, tree_set, tree_stack
+from rlformer.rollout.action_masks import rows_without_valid_action, vector_masks
 from rlformer.rollout.env_factory import vector_env_from_config
 from rlformer.rollout.env_guard import EnvDataError, EnvGuard, first_nonfinite_slot
 from rlformer.rollout.fragment import Fragment, Prefix
@@ -107,8 +108,10 @@ class RolloutWorker(WorkerProcess):
     def _start_episodes(self, seed: int) -> None:
         """Reset every slot (seeded) and clear memory and episode statistics."""
         num_envs = self.envs.num_envs
-        obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
-        self._check_finite(obs, None, episode_steps=np.zeros(num_envs, dtype=np.int64))
+        obs, info = self.envs.reset(seed=[seed + i for i in range(num_envs)])
+        steps = np.zeros(num_envs, dtype=np.int64)
+        self._check_finite(obs, None, episode_steps=steps)
+        self.masks = self._read_masks(info, steps)
         self.obs = flatten_obs(self.obs_space, obs)
         self.episode_start = np.ones(num_envs, dtype=bool)
         self.state: AgentState = self.model.initial_state(num_envs)
@@ -130,6 +133,22 @@ class RolloutWorker(WorkerProcess):
                     f"{self.worker_index}, env slot {slot}, at step {int(episode_steps[slot])} "
                     "of its episode; fix the env or wrap it to sanitise its output"
                 )
+
+    def _read_masks(self, info: dict[str, Any], episode_steps: np.ndarray) -> np.ndarray | None:
+        """The action masks for the observations just returned (``env.action_mask``), checked
+        to leave every slot at least one valid action."""
+        masks = vector_masks(info, self.envs.num_envs, self.envs.single_action_space)
+        if masks is None:
+            return None
+        empty = rows_without_valid_action(masks, self.envs.single_action_space)
+        if empty.size:
+            slot = int(empty[0])
+            raise EnvDataError(
+                f"env {self.env_id!r} gave an action mask with no valid action on rollout "
+                f"worker {self.worker_index}, env slot {slot}, at step {int(episode_steps[slot])} "
+                "of its episode"
+            )
+        return masks
 
     # ------------------------------------------------------------ weights
     def set_weights(self, weights: dict[str, torch.Tensor], version: int) -> None:
@@ -159,6 +178,9 @@ class RolloutWorker(WorkerProcess):
         truncated = np.zeros((length, num_envs), dtype=bool)
         episode_start = np.zeros((length, num_envs), dtype=bool)
         truncation_values = np.zeros((length, num_envs), dtype=np.float32)
+        action_masks = (
+            None if self.masks is None else np.zeros((length, *self.masks.shape), dtype=bool)
+        )
         start_state = self.state
         prefix_start = length - self.prefix_length
         prefix_state = start_state
@@ -170,6 +192,8 @@ class RolloutWorker(WorkerProcess):
                 prefix_state = self.state  # the memory the next fragment's prefix starts from
             tree_set(obs_buf, t, self.obs)
             episode_start[t] = self.episode_start
+            if action_masks is not None:
+                action_masks[t] = self.masks
             out = self._act(pending, truncation_values, generator=self.generator)
             actions[t] = out.action.numpy()
             log_probs[t] = out.log_prob.numpy()
@@ -192,6 +216,7 @@ class RolloutWorker(WorkerProcess):
                 pending = None
             self.obs = flatten_obs(self.obs_space, next_obs)
             self.state, self.episode_start = state_after, done
+            self.masks = self._read_masks(info, self.running_length)
 
         last = self._act(pending, truncation_values, deterministic=True)
         prefix = None
@@ -219,6 +244,7 @@ class RolloutWorker(WorkerProcess):
             sample_seconds=time.perf_counter() - started,
             statistics=self._statistics(obs_buf, discounted),
             prefix=prefix,
+            action_masks=action_masks,
         )
 
     def _finish_episodes(
@@ -309,15 +335,21 @@ class RolloutWorker(WorkerProcess):
         and actions are kept.
         """
         starts = torch.as_tensor(self.episode_start)
+        masks = None if self.masks is None else torch.as_tensor(self.masks)
         if pending is None:
-            return self.model.act(to_torch(self.obs), self.state, starts, deterministic, generator)
+            return self.model.act(
+                to_torch(self.obs), self.state, starts, deterministic, generator, masks
+            )
         num_envs = self.envs.num_envs
+        if masks is not None:  # the final observations' rows only need a value
+            masks = torch.cat([masks, torch.ones(pending.rows.size, masks.shape[1], dtype=bool)])
         out = self.model.act(
             to_torch(tree_stack([self.obs, pending.final_obs], np.concatenate)),
             AgentState.cat([self.state, pending.state]),
             torch.cat([starts, torch.zeros(pending.rows.size, dtype=torch.bool)]),
             deterministic,
             generator,
+            masks,
         )
         truncation_values[pending.t, pending.rows] = out.value[num_envs:].numpy()
         slots = slice(0, num_envs)
@@ -350,6 +382,7 @@ class RolloutWorker(WorkerProcess):
                 "running_length": self.running_length,
                 "reward_return": self.reward_return,
                 "prefix": self.prefix,
+                "masks": self.masks,
             }
         )
         return {"state": blob, "unpicklable_envs": problem}
@@ -370,3 +403,4 @@ class RolloutWorker(WorkerProcess):
         self.running_length = data["running_length"]
         self.reward_return = data["reward_return"]
         self.prefix = data.get("prefix")
+        self.masks = data.get("masks")
