@@ -24,7 +24,7 @@ run can be continued by running the same command again after training finished.
 
 Time on the 2-core development machine (AMD EPYC, torch 1 thread, shared with other work):
 estimated from a short measured run, not from a full run — see the "Offline data" section of
-docs/BENCHMARKS.md for the measured rates and the estimate.
+docs/benchmarks/dt.md for the measured rates and the estimate.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def cpu_learner_hint(cfg: TrainConfig, device: torch.device, model: ActorCritic)
     return (
         f"note: run.device auto put the learner on cuda; PPO models this small ({parameters:,} "
         "parameters, no image encoder) trained 12-22% slower there than on one CPU thread in "
-        "our measurements (docs/BENCHMARKS.md): set run.device=cpu to use the CPU"
+        "our measurements (docs/benchmarks/gpu.md): set run.device=cpu to use the CPU"
     )
 
 

@@ -14,8 +14,8 @@ from rlformer.core.config import CoreConfig
 def actor_critic_core() -> CoreConfig:
     """The defaults of ``model.core``, tuned with PPO (which is why ``CoreConfig``'s generic
     ones are not used)."""
-    # From the sweeps and runs, from the sweeps and runs in docs/BENCHMARKS.md: one layer (memory is
-    # carried between fragments without gradient, so a second layer cannot learn to relay a cue
+    # From the sweeps and runs in docs/benchmarks/: one layer (memory is carried
+    # between fragments without gradient, so a second layer cannot learn to relay a cue
     # through the first one's memory: T-Maze L=100 58% with two layers, 100% with one), gate
     # bias 0 (b_g = 2 kept every gate at chance on POPGym RepeatPrevious and CartPole without
     # velocities at 145 against 499), width 64 with 4 heads and an MLP of 128 (the POPGym configs).

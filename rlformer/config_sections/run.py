@@ -18,7 +18,7 @@ class RunConfig(StrictModel):
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto",
         description="Learner device: auto picks cuda when available. PPO models under 100k "
-        "parameters without an image encoder measured faster on the CPU (docs/BENCHMARKS.md).",
+        "parameters without an image encoder measured faster on the CPU (docs/benchmarks/gpu.md).",
     )
     torch_threads: int = Field(1, ge=1, description="torch intra-op threads for the learner.")
     checkpoint_every: int = Field(10, ge=1, description="Write a checkpoint every N iterations.")

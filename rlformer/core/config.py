@@ -44,7 +44,7 @@ class CoreConfig(BaseModel):
     compile: bool = Field(
         False,
         description="Wrap the forward pass in torch.compile. On CUDA, DT training measured "
-        "1.28-1.40x faster with it; on CPU 0.83x (docs/BENCHMARKS.md). The first steps are slow "
+        "1.28-1.40x faster with it; on CPU 0.83x (docs/benchmarks/gpu.md). The first steps are slow "
         "while the graphs are built.",
     )
     precision: Literal["auto", "fp32", "bf16"] = Field(

@@ -406,7 +406,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1000, help="dt.warmup_steps of every run")
     parser.add_argument("--return-scale", type=float, default=1000.0)
     parser.add_argument("--episodes", type=int, default=10)
-    parser.add_argument("--out", type=Path, default=Path("docs/odt/results.jsonl"))
+    parser.add_argument("--out", type=Path, default=Path("docs/odt/hopper_medium46_30k.jsonl"))
     parser.add_argument("--root", type=Path, default=Path("runs/odt_bench"))
     parser.add_argument(
         "--extend",
