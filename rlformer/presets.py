@@ -6,7 +6,7 @@ because what makes GTrXL-PPO learn is shared across a family (POPGym's previous-
 rollout shape, MiniGrid's one-hot view) and a family holds tasks nobody tuned for yet. rlformer's
 own tasks without velocities share no such settings (Pendulum wants gamma 0.9 and 32 envs,
 LunarLander gamma 0.999), so each of them is a family of one.
-Each preset holds only what its benchmark evidence chose (docs/BENCHMARKS.md says where); the
+Each preset holds only what its benchmark evidence chose (docs/benchmarks/ says where); the
 config's own keys win over it, and ``--set`` wins over both. Mappings merge key by key; a list
 (such as ``env.wrappers``) is replaced whole, so a config that lists wrappers gets exactly those.
 
@@ -62,7 +62,7 @@ _POPGYM: dict[str, Any] = {
 # input projection. As codes / 10 a key and a ball differ by 0.1 in one input: with the cue
 # copied into every view of MiniGrid-MemoryS11 (no memory needed), a CNN or a flat vector of the
 # codes stayed at chance for 300k steps, the one-hot view scored 0.99; on DoorKey-5x5 (200k
-# steps) it scored 0.96 on each of seeds 0-2, the CNN 0.89, 0.04 and 0.32 (docs/BENCHMARKS.md).
+# steps) it scored 0.96 on each of seeds 0-2, the CNN 0.89, 0.04 and 0.32 (measured 2026-11-24).
 # Normalised observations make rare bits loud: a bit set with frequency p becomes
 # sqrt((1 - p) / p) where the walls seen at every step fade to near 0. Unnormalised, the cue's
 # two bits were 2 of about 150 set in its view, and with the cue in view at the first step only
@@ -163,7 +163,7 @@ _PENDULUM_NOVEL: dict[str, Any] = {
 # with 128-step fragments (memory 64 carries context across them), normalised observations and
 # rewards. Evaluation samples actions: the greedy policy of two of three seeds hovers (-12 and
 # -68 over 100 episodes) where the policy that was trained, sampling, lands (255 and 216; the
-# third seed 251 and 255), as docs/BENCHMARKS.md shows.
+# third seed 251 and 255; measured 2026-11-24).
 _LUNARLANDER_NOVEL: dict[str, Any] = {
     "rollout": {"envs_per_worker": 16, "fragment_length": 128},
     "model": {
@@ -187,9 +187,9 @@ _LUNARLANDER_NOVEL: dict[str, Any] = {
 # Gymnasium's MuJoCo tasks (Hopper, Walker2d, HalfCheetah, Ant, ...): the defaults plus running
 # observation normalisation, as SB3 users add VecNormalize for MuJoCo. Their observations spread
 # from hundredths (angles) to about 6 (velocities), and on Hopper-v5 (500k steps, 3 seeds) the
-# defaults alone scored 868 where normalised observations scored 2,099 (docs/BENCHMARKS.md,
-# "MuJoCo and observation normalisation"). Off by default elsewhere: on LunarLander-v3 and
-# Pendulum-v1 the same change lowered the mean (270 to 238, -173 to -254).
+# defaults alone scored 868 where normalised observations scored 2,099
+# (docs/benchmarks/defaults.md). Off by default elsewhere: on LunarLander-v3 and Pendulum-v1
+# the same change lowered the mean (270 to 238, -173 to -254).
 _MUJOCO: dict[str, Any] = {"model": {"normalize_obs": True}}
 
 PRESETS: dict[str, dict[str, Any]] = {

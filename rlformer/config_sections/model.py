@@ -69,7 +69,7 @@ class ModelConfig(StrictModel):
         True,
         description="Scale rewards by the std of a running discounted return (VecNormalize). "
         "On by default: without it the defaults learned neither Acrobot-v1 nor Pendulum-v1 in "
-        "100k steps (docs/BENCHMARKS.md, 'Defaults on fully observed tasks').",
+        "100k steps (docs/benchmarks/defaults.md).",
     )
     normalize_gamma: float = Field(
         0.99, ge=0, le=1, description="Discount of the return whose std scales rewards."

@@ -44,8 +44,8 @@ class CoreConfig(BaseModel):
     compile: bool = Field(
         False,
         description="Wrap the forward pass in torch.compile. On CUDA, DT training measured "
-        "1.28-1.40x faster with it; on CPU 0.83x (docs/benchmarks/gpu.md). The first steps are slow "
-        "while the graphs are built.",
+        "1.28-1.40x faster with it; on CPU 0.83x (docs/benchmarks/gpu.md). The first steps are "
+        "slow while the graphs are built.",
     )
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="auto: bf16 autocast on CUDA, fp32 on CPU; fp32 / bf16 force one."

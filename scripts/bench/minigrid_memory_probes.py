@@ -10,7 +10,7 @@ Importing this module registers them (put ``scripts/bench`` on PYTHONPATH and li
   so the cue is in view at the first step (and only then). No turning back is needed, so it
   measures whether memory carries the cue to the decision about 10 steps later.
 
-Results and commands: docs/BENCHMARKS.md, "MiniGrid-MemoryS11".
+Results and commands: docs/benchmarks/memory.md, MiniGrid-MemoryS11.
 """
 
 from __future__ import annotations

@@ -67,7 +67,8 @@ def test_dry_run_names_the_preset_in_effect(
 def test_an_env_id_without_a_preset_learns_with_the_defaults(tmp_path: Path) -> None:
     """A user's first run on a fully observed task nobody here wrote: Acrobot-v1 (random play
     -500). The defaults solve it by about 30k env steps (seed 0: -99 at 32k); before reward
-    normalisation was on by default they stayed at -500 through 100k (docs/BENCHMARKS.md)."""
+    normalisation was on by default they stayed at -500 through 100k
+    (docs/benchmarks/defaults.md)."""
     root = tmp_path / "runs"
     result = rlformer(
         "train",

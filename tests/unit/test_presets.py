@@ -203,7 +203,8 @@ def test_minigrid_preset_shows_a_key_and_a_ball_in_separate_input_units() -> Non
 def test_minigrid_preset_normalises_the_view_so_the_rare_cue_bits_stand_out() -> None:
     """With statistics of random play merged, the cue's type bit is far louder than the bits
     every view shares (walls, floor). Unnormalised it was 2 of about 150 set bits, and with the
-    cue shown at the first step only PPO stayed at chance for 1M steps (docs/BENCHMARKS.md)."""
+    cue shown at the first step only PPO stayed at chance for 1M steps
+    (docs/benchmarks/memory.md)."""
     env, encoder, views = _memory_s11_encoder_and_cue_views()
     rng = np.random.default_rng(0)
     seen = []
