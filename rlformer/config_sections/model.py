@@ -65,6 +65,12 @@ class ModelConfig(StrictModel):
     normalize_obs: bool = Field(
         False, description="Running mean/std normalisation of vector observation leaves."
     )
+    reconstruction: bool = Field(
+        False,
+        description="Build a decoder from the actor's latent at each step to that step's "
+        "observation (the encoder's inputs; images pooled to 8x8): an auxiliary loss for "
+        "memory tasks stuck at chance, weighted by ppo.reconstruction_coef (> 0 with it).",
+    )
     normalize_reward: bool = Field(
         True,
         description="Scale rewards by the std of a running discounted return (VecNormalize). "

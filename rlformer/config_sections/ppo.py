@@ -25,7 +25,19 @@ class PPOConfig(StrictModel):
     clip_coef: float = Field(0.2, gt=0, description="PPO ratio clip range.")
     clip_value: bool = Field(True, description="Clip the value update around the old value.")
     ent_coef: float = Field(0.01, ge=0, description="Entropy bonus weight.")
+    ent_coef_final: float | None = Field(
+        None,
+        ge=0,
+        description="Anneal the entropy weight linearly from ent_coef to this over training, "
+        "on the learning rate's schedule (null: constant ent_coef).",
+    )
     vf_coef: float = Field(0.5, ge=0, description="Value loss weight.")
+    reconstruction_coef: float = Field(
+        0.0,
+        ge=0,
+        description="Weight of the observation-reconstruction loss (needs "
+        "model.reconstruction; 0: off). CleanRL's ppo_trxl used 0.1 on Mortar Mayhem.",
+    )
     max_grad_norm: float = Field(0.5, gt=0, description="Global gradient-norm clip.")
     update_epochs: int = Field(4, ge=1, description="Passes over each batch.")
     num_minibatches: int = Field(
@@ -50,6 +62,27 @@ class PPOConfig(StrictModel):
         "the weights the update starts from, importance-weighted by their ratio to the "
         "behaviour policy (decoupled PPO); false: clip around the behaviour policy.",
     )
+
+
+def _reconstruction_agrees(cfg: Any) -> None:
+    """The decoder is built by the model section and weighted by the ppo section: one without
+    the other would be a loss with nothing to train, or a head that never trains."""
+    built, coef = cfg.model.reconstruction, cfg.ppo.reconstruction_coef
+    if coef > 0 and not built:
+        raise ValueError(
+            f"ppo.reconstruction_coef={coef} needs model.reconstruction=true (the decoder "
+            "whose loss it weighs)"
+        )
+    if built and coef == 0:
+        raise ValueError(
+            "model.reconstruction=true builds a decoder that ppo.reconstruction_coef=0 never "
+            "trains: set ppo.reconstruction_coef > 0 (e.g. 0.1) or model.reconstruction=false"
+        )
+
+
+def _check(cfg: Any) -> None:
+    _minibatches_fit(cfg)
+    _reconstruction_agrees(cfg)
 
 
 def _minibatches_fit(cfg: Any) -> None:
@@ -78,5 +111,5 @@ PPO = AlgoConfigSpec(
     reads=("run", "env", "rollout", "model", "eval"),
     preset_sections=None,
     async_sampling=True,
-    check=_minibatches_fit,
+    check=_check,
 )

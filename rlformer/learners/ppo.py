@@ -18,6 +18,11 @@ recomputed with gradient and only the fragment's steps enter the loss, so the lo
 memory it reads, up to ``B`` steps back. The recomputed memory comes from the current weights,
 not the rollout's, so the first-epoch ratio is no longer exactly 1; that drift is the price.
 
+Two more levers for memory tasks stuck at chance: ``ppo.reconstruction_coef`` adds the loss of
+decoding each step's observation from the actor's latent (the model's decoder,
+:mod:`rlformer.models.reconstruction`; it reads no log-prob, so the ratio stays 1), and
+``ppo.ent_coef_final`` anneals the entropy weight on the learning rate's schedule.
+
 Calling loop::
 
     learner = PPOLearner(model, cfg.ppo, device, iterations)
@@ -147,9 +152,15 @@ def make_sequence_batch(
 
 
 def ppo_loss(
-    out: EvaluateOutput, batch: SequenceBatch, cfg: PPOConfig
+    out: EvaluateOutput, batch: SequenceBatch, cfg: PPOConfig, ent_coef: float | None = None
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Clipped surrogate + (clipped) value loss - entropy bonus, averaged over all steps."""
+    """Clipped surrogate + (clipped) value loss - entropy bonus (+ observation reconstruction),
+    averaged over all steps.
+
+    ``ent_coef``: the entropy weight of this update (``ppo.ent_coef_final`` anneals it); default
+    ``cfg.ent_coef``.
+    """
+    ent_coef = cfg.ent_coef if ent_coef is None else ent_coef
     advantages = batch.advantages
     if cfg.norm_adv and advantages.numel() > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -169,7 +180,13 @@ def ppo_loss(
         value_error = torch.max(value_error, (clipped - batch.returns).pow(2))
     value_loss = 0.5 * value_error.mean()
     entropy = out.entropy.mean()
-    loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
+    loss = policy_loss + cfg.vf_coef * value_loss - ent_coef * entropy
+    reconstruction = None
+    if out.reconstruction_error is not None:
+        reconstruction = out.reconstruction_error.mean()
+        loss = loss + cfg.reconstruction_coef * reconstruction
+    elif cfg.reconstruction_coef > 0:
+        raise ValueError("ppo.reconstruction_coef > 0 needs a model built with reconstruction")
     with torch.no_grad():
         # Schulman's low-variance KL estimator: E[(r - 1) - log r].
         approx_kl = ((ratio - 1) - log_ratio).mean()
@@ -183,6 +200,8 @@ def ppo_loss(
         "ppo/clip_fraction": clip_fraction,
         "ppo/max_ratio_error": max_ratio_error,
     }
+    if reconstruction is not None:
+        metrics["loss/reconstruction"] = reconstruction.detach()
     return loss, metrics
 
 
@@ -221,9 +240,19 @@ class PPOLearner:
             group["lr"] = lr
         return lr
 
+    def _entropy_coef(self) -> float:
+        """``ppo.ent_coef`` annealed linearly towards ``ppo.ent_coef_final`` with the fraction
+        of training done, on the learning rate's schedule (constant without a final value)."""
+        final = self.cfg.ent_coef_final
+        if final is None:
+            return self.cfg.ent_coef
+        remaining = max(1.0 - self.iteration / self.total_iterations, 0.0)
+        return final + (self.cfg.ent_coef - final) * remaining
+
     def update(self, fragment: Fragment) -> dict[str, float]:
         """Several epochs of minibatch PPO over the fragment's env-slot sequences."""
         lr = self._set_learning_rate()
+        ent_coef = self._entropy_coef()
         batch = make_sequence_batch(fragment, self.cfg, self.device, self._return_rewards(fragment))
         num_rows = batch.rewards.shape[0]
         self.model.train()
@@ -241,7 +270,7 @@ class PPOLearner:
                 where = (
                     f"PPO update {self.iteration + 1}, epoch {epoch + 1}, minibatch {minibatch + 1}"
                 )
-                metrics = self._minibatch_step(batch.rows(rows.to(self.device)), where)
+                metrics = self._minibatch_step(batch.rows(rows.to(self.device)), where, ent_coef)
                 if metrics is None:
                     skipped += 1
                     continue
@@ -272,18 +301,22 @@ class PPOLearner:
         result.pop("ppo/max_ratio_error", None)
         result["ppo/first_minibatch_ratio_error"] = first_epoch_ratio_error
         result["lr"] = lr
+        result["ent_coef"] = ent_coef
         return {**result, **_batch_diagnostics(batch)}
 
-    def _minibatch_step(self, mb: SequenceBatch, where: str) -> dict[str, Any] | None:
-        """One gradient step on minibatch ``mb``: its loss metrics and gradient norm, or None
+    def _minibatch_step(
+        self, mb: SequenceBatch, where: str, ent_coef: float | None = None
+    ) -> dict[str, Any] | None:
+        """One gradient step on minibatch ``mb`` (entropy weight ``ent_coef``, default
+        ``ppo.ent_coef``): its loss metrics and gradient norm, or None
         when a non-finite loss or gradient was skipped (``run.nonfinite: skip``; otherwise that
         raises :class:`NonFiniteError` naming ``where``, before the weights change)."""
         out = self.model.evaluate(
             mb.obs, mb.actions, mb.state, mb.episode_start, mb.rewards, mb.action_masks
         )
         if mb.prefix_steps:  # the prefix only rebuilds memory; the loss is the fragment's
-            out = EvaluateOutput(*(part[:, mb.prefix_steps :] for part in out))
-        loss, metrics = ppo_loss(out, mb, self.cfg)
+            out = out.from_step(mb.prefix_steps)
+        loss, metrics = ppo_loss(out, mb, self.cfg, ent_coef)
         self.optimizer.zero_grad(set_to_none=True)
         problem = nonfinite_loss(loss, metrics)
         if problem is None:

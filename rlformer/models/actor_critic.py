@@ -34,6 +34,7 @@ from rlformer.core import Memory
 from rlformer.models.distributions import make_distribution
 from rlformer.models.encoders import ObservationEncoder
 from rlformer.models.normalization import Moments, RunningMeanStd
+from rlformer.models.reconstruction import ReconstructionHead
 from rlformer.models.recurrent import RecurrentState, RecurrentTorso
 from rlformer.models.spaces import Tree, check_observation_space
 from rlformer.models.torso import GTrXLTorso, MLPTorso
@@ -107,6 +108,12 @@ class EvaluateOutput(NamedTuple):
     log_prob: torch.Tensor  # [B, T]
     entropy: torch.Tensor  # [B, T]
     value: torch.Tensor  # [B, T]
+    # [B, T] per-step loss of the observation decoder (model.reconstruction), else None
+    reconstruction_error: torch.Tensor | None = None
+
+    def from_step(self, start: int) -> EvaluateOutput:
+        """Every per-step field from step ``start`` on (absent fields stay None)."""
+        return EvaluateOutput(*(None if part is None else part[:, start:] for part in self))
 
 
 def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
@@ -160,6 +167,11 @@ class ActorCritic(nn.Module):
         width = self.actor_torso.out_dim
         self.policy_head = _orthogonal(nn.Linear(width, self.dist.param_dim), 0.01)
         self.value_head = _orthogonal(nn.Linear(width, 1), 1.0)
+        # Built last, so that the other weights draw the same initial values with or without it;
+        # None adds no state-dict keys, so models without it load checkpoints that lack it.
+        self.reconstruction = (
+            ReconstructionHead(self.encoder, width) if cfg.reconstruction else None
+        )
         self.register_load_state_dict_pre_hook(_rename_legacy_keys)
 
     @property
@@ -247,7 +259,9 @@ class ActorCritic(nn.Module):
         ``rewards [B, T]`` (as stored by the rollout) are needed with ``prev_action_reward``:
         step t's token holds action t-1 and reward t-1 (from ``state`` for t = 0).
         ``action_mask [B, T, n]``: the masks the rollout acted under, so that log-probabilities
-        and entropies are those of the masked distribution it sampled from.
+        and entropies are those of the masked distribution it sampled from. With
+        ``model.reconstruction`` it also returns each step's loss of decoding that step's
+        observation from the actor's latent (reconstruction.py), for ``ppo.reconstruction_coef``.
         """
         prev_action = prev_reward = None
         if self.prev_action_reward:
@@ -265,7 +279,11 @@ class ActorCritic(nn.Module):
         if action_mask is not None:
             params = self.dist.masked(params, action_mask)
         log_prob, entropy = self.dist.log_prob_entropy(params, actions)
-        return EvaluateOutput(log_prob, entropy, self.value_head(value_latent).squeeze(-1))
+        value = self.value_head(value_latent).squeeze(-1)
+        if self.reconstruction is None:
+            return EvaluateOutput(log_prob, entropy, value)
+        target = self.reconstruction.target(self.encoder, obs)
+        return EvaluateOutput(log_prob, entropy, value, self.reconstruction.error(latent, target))
 
     def env_action(self, action: torch.Tensor) -> np.ndarray:
         """Convert sampled actions ``[B, ...]`` to what ``env.step`` takes (Box: clipped)."""

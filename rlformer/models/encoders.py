@@ -147,6 +147,24 @@ class ObservationEncoder(nn.Module):
 
     def forward(self, obs: Tree) -> torch.Tensor:
         parts = []
+        for path, x in self.leaf_inputs(obs).items():
+            if self.kinds[path] in ("hwc", "chw"):
+                images = x.reshape(-1, *x.shape[-3:])
+                with _full_fp32_convolutions(images):
+                    features = self.cnns[self.names[path]](images)
+                parts.append(features.reshape(*x.shape[:-3], -1))
+            else:
+                parts.append(x)
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+    def leaf_inputs(self, obs: Tree) -> dict[str, torch.Tensor]:
+        """Each leaf as the encoder reads it, before any learned layer: one-hots, (normalised)
+        vectors ``[*lead, size]``, and images scaled to ``[*lead, C, H, W]`` floats.
+
+        These are also the targets of the observation decoder (reconstruction.py): being free
+        of parameters, they cannot collapse to make the reconstruction trivially easy.
+        """
+        inputs = {}
         for path, leaf in self.leaves.items():
             x = obs[path] if isinstance(obs, dict) else obs
             lead = x.shape[: x.dim() - len(leaf.shape)]
@@ -155,11 +173,10 @@ class ObservationEncoder(nn.Module):
                 images = x.reshape(-1, *leaf.shape).float() / self.image_scale
                 if kind == "hwc":
                     images = images.permute(0, 3, 1, 2)  # [N, H, W, C] -> [N, C, H, W]
-                with _full_fp32_convolutions(images):
-                    parts.append(self.cnns[name](images).reshape(*lead, -1))
+                inputs[path] = images.reshape(*lead, *images.shape[1:])
             elif kind == "discrete":
                 index = x.long() - int(leaf.start)
-                parts.append(nn.functional.one_hot(index, int(leaf.n)).float())
+                inputs[path] = nn.functional.one_hot(index, int(leaf.n)).float()
             elif kind == "multidiscrete":
                 offsets = getattr(self, f"{name}_offsets")
                 start = getattr(self, f"{name}_start")
@@ -167,13 +184,13 @@ class ObservationEncoder(nn.Module):
                 # K ones in sum(nvec) slots: the components' ranges are disjoint, so a scatter
                 # equals the sum of K one-hots without building the [*lead, K, sum(nvec)] tensor.
                 hot = torch.zeros(*lead, self.out_size(path), device=x.device, dtype=torch.float32)
-                parts.append(hot.scatter_(-1, index, 1.0))
+                inputs[path] = hot.scatter_(-1, index, 1.0)
             else:
                 flat = x.reshape(*lead, -1).float()
                 if name in self.norms:
                     flat = self.norms[name].normalize(flat, self.clip)
-                parts.append(flat)
-        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+                inputs[path] = flat
+        return inputs
 
     def out_size(self, path: str) -> int:
         leaf = self.leaves[path]

@@ -47,7 +47,7 @@ def _config(env_id: str, *extra: str) -> TrainConfig:
 
 def _evaluate(model, batch) -> EvaluateOutput:  # noqa: ANN001
     out = model.evaluate(batch.obs, batch.actions, batch.state, batch.episode_start, batch.rewards)
-    return EvaluateOutput(*(part[:, batch.prefix_steps :] for part in out))
+    return out.from_step(batch.prefix_steps)
 
 
 @pytest.mark.parametrize("torso", ["gtrxl", "lstm"])
