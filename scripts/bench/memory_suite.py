@@ -4,10 +4,13 @@ Every agent gets the same env-step budget on the same env (same imports and wrap
 (task, agent, seed) trains in this process, one after another, then plays ``--episodes``
 episodes, every agent with greedy actions unless the task's config evaluates sampled ones
 (``eval.deterministic: false``, as the MiniGrid and LunarLander presets do). Results are
-appended to ``--out`` (JSONL) as they finish, so a killed run continues where it stopped. At
-the end (or with ``--report-only``) it prints per task and agent: final score mean and IQM with
-bootstrap 95% CIs over seeds, env steps/s including updates and the throughput ratio to
-RecurrentPPO, and draws one learning-curve PNG per task.
+appended to ``--out`` (JSONL) as they finish, so a killed suite continues where it stopped: a
+(task, agent, seed, budget, overrides) with a row is skipped (see :func:`row_budget` for rows
+that name no budget), and a half-finished rlformer run is resumed from its last checkpoint
+(see :func:`run_rlformer`). At the end (or with ``--report-only``) it prints per task, budget
+and agent: final score mean and IQM with bootstrap 95% CIs over seeds, the maximum mean
+episodic return during training (:func:`mmer`), env steps/s including updates and the
+throughput ratio to RecurrentPPO, and draws one learning-curve PNG per task and budget.
 
     .venv/bin/python scripts/bench/memory_suite.py --tasks cartpole-novel --seeds 3
     .venv/bin/python scripts/bench/memory_suite.py --quick                   # smoke run
@@ -20,7 +23,9 @@ POPGym returns are on POPGym's own normalised scale ([-1, 1] per episode).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import re
 import subprocess
 import time
 from collections.abc import Sequence
@@ -32,13 +37,14 @@ import numpy as np
 import torch
 
 from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
-from rlformer.config import TrainConfig, load_config
+from rlformer.checkpoints import CheckpointError
+from rlformer.config import TrainConfig, load_config, load_saved_config
 from rlformer.evaluation.runner import run_policy_episodes
 from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
 from rlformer.policies.sb3 import SB3Policy
 from rlformer.rollout.env_factory import env_from_config
 from rlformer.runs import read_metrics
-from rlformer.training import train
+from rlformer.training import TrainResult, train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -199,25 +205,133 @@ class Result:
     overrides: list[str] = field(default_factory=list)  # --set variants of the rlformer agents
     # How an SB3 agent used the machine, when not SB3's defaults (DummyVecEnv) and 1 thread.
     sb3_setup: dict[str, Any] = field(default_factory=dict)
+    # The env-step budget asked for (env_steps rounds it up to whole rollouts); None on rows
+    # from before the suite recorded it: row_budget() says what they count as.
+    budget: int | None = None
+    # Continued from a checkpoint of a killed run: `seconds` then covers this process's part
+    # alone, and `timed_steps` says how many env steps that part trained.
+    resumed: bool = False
+    timed_steps: int | None = None  # env steps `seconds` covers; None: all of env_steps
+    mmer: float | None = None  # max of the curve (see mmer()); filled in from it when None
+
+    def __post_init__(self) -> None:
+        if self.mmer is None:
+            self.mmer = mmer(self.curve)
 
     @property
     def steps_per_s(self) -> float:
-        return self.env_steps / self.seconds
+        steps = self.env_steps if self.timed_steps is None else self.timed_steps
+        return steps / self.seconds
+
+
+def mmer(curve: Sequence[Sequence[float]]) -> float | None:
+    """Maximum mean episodic return during training, POPGym's headline metric: the highest
+    point of the learning curve, None for a curve without points.
+
+    A point is the mean return of the last 100 finished training episodes (sampled actions):
+    rlformer's ``rollout/return_mean`` after each iteration, SB3's ``ep_info_buffer`` (100
+    episodes) at the end of each rollout. That follows POPGym's definition (the maximum over
+    training of the mean episodic return), not necessarily its averaging window (its RLlib
+    runs log their own means).
+    """
+    return max((float(point[1]) for point in curve), default=None)
+
+
+def row_budget(row: Result) -> int | None:
+    """The budget a row counts as in the skip key and the report's groups.
+
+    A row without one (written before the suite recorded it) counts as its task's default
+    budget when its env steps are that budget rounded up to whole rollouts (every agent trains
+    whole rollouts, and none of the suite's rollouts is a quarter of a task's default budget).
+    Otherwise (a ``--steps`` or ``--quick`` run, or a task the suite no longer has) the budget
+    is unknown, None: the row matches no request, so that run trains again, and the report
+    shows such rows of a task together, as one group.
+    """
+    if row.budget is not None:
+        return row.budget
+    task = TASKS.get(row.task)
+    if task is not None and task.steps <= row.env_steps < 1.25 * task.steps:
+        return task.steps
+    return None
+
+
+def variant(overrides: Sequence[str]) -> tuple[str, ...]:
+    """The ``--set`` overrides that make a run differ from the suite's default one.
+
+    ``run.device=cpu`` (the default ``--device``, which rows from before ``--device`` do not
+    list) is left out, so those rows and new CPU rows are the same variant.
+    """
+    return tuple(item for item in overrides if item != "run.device=cpu")
+
+
+def run_key(
+    task: str, agent: str, seed: int, budget: int | None, overrides: Sequence[str]
+) -> tuple[Any, ...]:
+    """What makes two runs the same measurement: a row with this key means the run is done."""
+    return (task, agent, seed, budget, variant(overrides))
+
+
+def row_key(row: Result) -> tuple[Any, ...]:
+    return run_key(row.task, row.agent, row.seed, row_budget(row), row.overrides)
+
+
+def run_name(task: str, agent: str, seed: int, budget: int, overrides: Sequence[str]) -> str:
+    """The rlformer run's name (its directory is NAME-TIMESTAMP under ``--root``), the same in
+    every process, so a killed suite finds the run to resume; the overrides go in as a hash."""
+    digest = hashlib.sha1(json.dumps(list(variant(overrides))).encode()).hexdigest()[:8]
+    return f"{task}-{agent}-seed{seed}-{budget}-{digest}"
+
+
+def resumable_run(root: Path, name: str) -> Path | None:
+    """The run directory of ``name`` under ``root`` with the most training checkpointed, if any
+    has a checkpoint (one killed before its first checkpoint has nothing to resume).
+
+    A run that finished (its final evaluation wrote ``eval.json``) is left alone: it has a row
+    in some ``--out``, and a re-measurement into another ``--out`` trains afresh.
+    """
+    pattern = re.compile(rf"{re.escape(name)}-\d{{8}}-\d{{6}}(-\d+)?")
+    found: list[tuple[int, str, Path]] = []
+    for path in root.glob(f"{name}-*") if root.is_dir() else []:
+        if not (path.is_dir() and pattern.fullmatch(path.name)) or (path / "eval.json").exists():
+            continue
+        steps = [
+            int(match.group(1))
+            for ckpt in (path / "checkpoints").glob("ckpt_*.pt")
+            if (match := re.fullmatch(r"ckpt_(\d+)\.pt", ckpt.name))
+        ]
+        if steps:
+            found.append((max(steps), path.name, path))
+    return max(found)[2] if found else None
+
+
+CHECKPOINT_STEPS = 200_000
+"""Env steps between the checkpoints of a suite run: what a killed run loses at most. At POPGym
+sizes (16 envs x 64 steps per iteration) an rlformer agent trains 2,400-5,500 env steps/s on
+one core (0.19-0.43 s per iteration; GTrXL measured 0.41 s with two other jobs on the two
+cores), so 195 iterations are 37-84 s of work; a checkpoint costs about 0.03 s. Elsewhere it is
+at most 100 s at 2,000 steps/s, the slowest rlformer agent of the stored rows."""
+
+
+def checkpoint_every(cfg: TrainConfig) -> int:
+    """``run.checkpoint_every`` in iterations of ``cfg``'s rollout shape for CHECKPOINT_STEPS."""
+    rollout = cfg.rollout
+    per_iteration = rollout.num_workers * rollout.envs_per_worker * rollout.fragment_length
+    return max(1, CHECKPOINT_STEPS // per_iteration)
 
 
 def task_config(task: Task, steps: int, seed: int, root: Path, *extra: str) -> TrainConfig:
-    return load_config(
-        CONFIGS / task.config,
-        [
-            *task.overrides,
-            f"ppo.total_steps={steps}",
-            f"run.seed={seed}",
-            f"run.root={root}",
-            "run.progress=false",
-            "run.checkpoint_every=100000",
-            *extra,
-        ],
-    )
+    """The task's config for one run; checkpoints every CHECKPOINT_STEPS env steps unless
+    ``extra`` sets ``run.checkpoint_every``."""
+    base = [
+        *task.overrides,
+        f"ppo.total_steps={steps}",
+        f"run.seed={seed}",
+        f"run.root={root}",
+        "run.progress=false",
+    ]
+    shape = load_config(CONFIGS / task.config, [*base, *extra])  # extra may change the rollout
+    cadence = f"run.checkpoint_every={checkpoint_every(shape)}"
+    return load_config(CONFIGS / task.config, [*base, cadence, *extra])
 
 
 class TrainingLoopClock:
@@ -231,9 +345,11 @@ class TrainingLoopClock:
     def __init__(self) -> None:
         self.first: float | None = None
         self.last = 0.0
+        self.ticks = 0  # iterations this process trained
 
     def tick(self, iteration: int, metrics: dict[str, float]) -> None:
         now = time.perf_counter()
+        self.ticks += 1
         if self.first is None:  # the first iteration ran before its callback
             self.first = now - metrics["time/iteration_s"]
         self.last = now
@@ -253,6 +369,29 @@ def training_curve(run_dir: Path) -> list[tuple[int, float]]:
     ]
 
 
+def rlformer_config(
+    name: str,
+    agent: str,
+    steps: int,
+    seed: int,
+    episodes: int,
+    root: Path,
+    overrides: Sequence[str] = (),
+) -> TrainConfig:
+    """The config of one rlformer run of the suite, named by :func:`run_name`."""
+    return task_config(
+        TASKS[name],
+        steps,
+        seed,
+        root,
+        *RLFORMER_AGENTS[agent],
+        f"eval.episodes={episodes}",
+        "eval.every=0",  # the clock times training alone; the final weights are scored
+        f"run.name={run_name(name, agent, seed, steps, overrides)}",
+        *overrides,
+    )
+
+
 def run_rlformer(
     name: str,
     agent: str,
@@ -262,31 +401,62 @@ def run_rlformer(
     root: Path,
     overrides: Sequence[str] = (),
 ) -> Result:
-    cfg = task_config(
-        TASKS[name],
-        steps,
-        seed,
-        root,
-        *RLFORMER_AGENTS[agent],
-        f"eval.episodes={episodes}",
-        "eval.every=0",  # the clock times training alone; the final weights are scored
-        *overrides,
-    )
-    loop = TrainingLoopClock()
-    result = train(cfg, on_iteration=loop.tick)
+    """Train one rlformer agent, or finish the run a killed suite left under ``root``.
+
+    A run directory of this run's name (:func:`run_name`) with a checkpoint is continued from
+    its newest readable checkpoint with the config saved in it (as ``rlformer.training.resume``
+    does, plus the clock's callback); the metrics past that checkpoint are dropped, so the
+    curve reads like an uninterrupted run's. Its row says ``resumed: true``, and its steps/s
+    count this process alone: ``seconds`` is :class:`TrainingLoopClock`'s time of the
+    iterations trained here, ``timed_steps`` their env steps. metrics.jsonl has each earlier
+    iteration's ``time/iteration_s``, but not the logging and checkpoint writes between
+    iterations that the clock counts, so it is not added in. Only a run killed after its last
+    checkpoint trains nothing here; its ``seconds`` is then the sum of every iteration's
+    ``time/iteration_s`` from metrics.jsonl, ``timed_steps`` all its env steps. The row's
+    ``commit`` is the checkout of the process that finished the run.
+    """
+    cfg = rlformer_config(name, agent, steps, seed, episodes, root, overrides)
+    clock = TrainingLoopClock()
+    result = None
+    previous = resumable_run(root, cfg.run.name)
+    if previous is not None:
+        saved = load_saved_config(previous / "config.yaml", [f"eval.episodes={episodes}"])
+        try:
+            result = train(saved, resume_dir=previous, on_iteration=clock.tick)
+        except CheckpointError as err:  # no checkpoint reads: nothing to continue
+            print(f"{previous}: {err}; training afresh", flush=True)
+            clock, previous = TrainingLoopClock(), None
+    if result is None:
+        result = train(cfg, on_iteration=clock.tick)
     assert result.evaluation is not None
-    curve = training_curve(result.run_dir)
+    seconds, timed_steps = _timing(clock, result, resumed=previous is not None)
     return Result(
         name,
         agent,
         seed,
         result.env_steps,
-        loop.seconds,
+        seconds,
         result.evaluation["return_mean"],
         result.evaluation.get("success_rate"),
-        curve,
+        training_curve(result.run_dir),
         overrides=list(overrides),
+        budget=steps,
+        resumed=previous is not None,
+        timed_steps=timed_steps,
     )
+
+
+def _timing(
+    clock: TrainingLoopClock, result: TrainResult, resumed: bool
+) -> tuple[float, int | None]:
+    """(seconds, env steps they cover; None for all of them): see :func:`run_rlformer`."""
+    if not resumed:
+        return clock.seconds, None
+    if clock.ticks == 0:  # resumed at its last checkpoint
+        rows = read_metrics(result.run_dir)
+        return sum(row.get("time/iteration_s", 0.0) for row in rows), result.env_steps
+    # PPO trains the same env steps every iteration.
+    return clock.seconds, result.env_steps * clock.ticks // result.iterations
 
 
 @dataclass(frozen=True)
@@ -343,6 +513,9 @@ def run_sb3(
     device: str = "cpu",
     setup: SB3Setup = SB3Setup(),
 ) -> Result:
+    """Train and score one SB3 agent. A killed SB3 run cannot resume: it starts again from
+    scratch (the suite saves no SB3 model during training), which is affordable at the tasks'
+    default budgets (100k to 1M env steps) it runs at."""
     from sb3_contrib import RecurrentPPO
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
@@ -417,6 +590,7 @@ def run_sb3(
         results.success_rate,
         curve,
         sb3_setup=setup.describe(),
+        budget=steps,
     )
 
 
@@ -464,6 +638,7 @@ class AgentRow:
     scores: ScoreSummary  # over seeds, bootstrap CIs
     steps_per_s: float
     ratio: str  # steps/s against the reference agent's, "-" where it did not run
+    mmer: float | None = None  # mean over seeds of mmer(), None if a seed has no curve
 
 
 def agent_rows(rows: list[Result], agents: Sequence[str], reference: str) -> list[AgentRow]:
@@ -478,32 +653,47 @@ def agent_rows(rows: list[Result], agents: Sequence[str], reference: str) -> lis
         speed = float(np.mean([r.steps_per_s for r in mine]))
         ratio = f"{speed / np.mean(reference_speed):6.2f}x" if reference_speed else "      -"
         scores = summarize_scores([r.score for r in mine], seed=0)
-        summary.append(AgentRow(agent, mine, scores, speed, ratio))
+        peaks = [r.mmer for r in mine]
+        peak = None if None in peaks else float(np.mean(peaks))
+        summary.append(AgentRow(agent, mine, scores, speed, ratio, peak))
     return summary
 
 
 def report(results: list[Result], plots: Path | None) -> None:
-    """Per task: one row per agent with score mean / IQM (95% CIs) and throughput."""
-    for name in dict.fromkeys(r.task for r in results):
-        rows = [r for r in results if r.task == name]
-        print(f"\n{name}")
+    """Per task and budget: one row per agent with score mean / IQM (95% CIs), MMER (mean over
+    seeds of the maximum mean episodic return during training) and throughput."""
+    groups = dict.fromkeys((r.task, row_budget(r)) for r in results)
+    for name, budget in groups:
+        rows = [r for r in results if r.task == name and row_budget(r) == budget]
+        several = sum(task == name for task, _ in groups) > 1
+        print(f"\n{_title(name, budget)}" if several else f"\n{name}")
         print(
             f"  {'agent':14s} {'seeds':>5s} {'mean [95% CI]':>26s} {'IQM [95% CI]':>26s} "
-            f"{'success':>7s} {'steps/s':>8s} {'vs RPPO':>7s}"
+            f"{'MMER':>7s} {'success':>7s} {'steps/s':>8s} {'vs RPPO':>7s}"
         )
         for row in agent_rows(rows, AGENTS, "recurrent_ppo"):
             s = row.scores
             # Where the env reports is_success (MiniGrid through its preset's wrapper).
             rates = [r.success_rate for r in row.results]
             success = "-" if None in rates else f"{100 * np.mean(rates):.1f}%"
+            peak = "-" if row.mmer is None else f"{row.mmer:.3f}"
             print(
                 f"  {row.agent:14s} {len(row.results):5d} "
                 f"{s.mean:8.3f} [{s.mean_ci[0]:7.3f}, {s.mean_ci[1]:7.3f}] "
-                f"{s.iqm:8.3f} [{s.iqm_ci[0]:7.3f}, {s.iqm_ci[1]:7.3f}] {success:>7s} "
+                f"{s.iqm:8.3f} [{s.iqm_ci[0]:7.3f}, {s.iqm_ci[1]:7.3f}] {peak:>7s} {success:>7s} "
                 f"{row.steps_per_s:8.0f} {row.ratio}"
             )
         if plots is not None:
-            _plot(name, rows, plots / f"{name}.png")
+            task = TASKS.get(name)
+            if not several or (task is not None and budget == task.steps):
+                _plot(name, rows, plots / f"{name}.png")
+            else:
+                suffix = "unrecorded" if budget is None else budget
+                _plot(_title(name, budget), rows, plots / f"{name}-{suffix}.png")
+
+
+def _title(name: str, budget: int | None) -> str:
+    return f"{name} ({'budget not recorded' if budget is None else f'{budget:,} steps'})"
 
 
 def _plot(name: str, rows: list[Result], path: Path) -> None:
@@ -533,7 +723,13 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--agents", nargs="+", default=list(DEFAULT_AGENTS), choices=list(AGENTS))
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=None, help="Override every task's budget.")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="Override every task's budget; rows count as done for their own budget only, and "
+        "the report shows this budget's rows (and rows of unknown budget).",
+    )
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="2k steps, 1 seed, 5 episodes.")
     parser.add_argument("--out", type=Path, default=Path("docs/memory_suite/results.jsonl"))
@@ -544,7 +740,12 @@ def main() -> None:
         help="Folder of the learning-curve PNGs (default: --out's folder, so a variant's --out "
         "does not redraw docs/memory_suite from its own rows).",
     )
-    parser.add_argument("--root", type=Path, default=Path("runs/memory_suite"))
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=Path("runs/memory_suite"),
+        help="Folder of the rlformer run directories; a killed run found here is resumed.",
+    )
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument(
         "--set",
@@ -553,7 +754,8 @@ def main() -> None:
         default=[],
         metavar="KEY=VALUE",
         help="Config override for the rlformer agents (repeatable), to measure a variant; "
-        "give it its own --out, since finished (task, agent, seed) rows are skipped.",
+        "rows record it and a row counts as done only for the same overrides (the SB3 agents "
+        "ignore them).",
     )
     parser.add_argument(
         "--device",
@@ -582,15 +784,18 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     plots = args.plots or args.out.parent
     finished = _done(args.out)
+    rlformer_overrides = [f"run.device={args.device}", *args.overrides]
     if not args.report_only:
-        seen = {(r.task, r.agent, r.seed) for r in finished}
+        seen = {row_key(r) for r in finished}
         for name in args.tasks:
             steps = args.steps or TASKS[name].steps
             for seed in range(args.seeds):
                 for agent in args.agents:
-                    if (name, agent, seed) in seen:
+                    sb3 = agent in ("recurrent_ppo", "ppo_mlp")
+                    overrides = [] if sb3 else rlformer_overrides
+                    if run_key(name, agent, seed, steps, overrides) in seen:
                         continue
-                    if agent in ("recurrent_ppo", "ppo_mlp"):
+                    if sb3:
                         result = run_sb3(
                             name,
                             agent,
@@ -609,17 +814,24 @@ def main() -> None:
                             seed,
                             args.episodes,
                             args.root,
-                            [f"run.device={args.device}", *args.overrides],
+                            rlformer_overrides,
                         )
                     with args.out.open("a") as handle:
                         handle.write(json.dumps(asdict(result)) + "\n")
                     finished.append(result)
                     print(
                         f"{name} {agent} seed {seed}: score {result.score:.3f}, "
-                        f"{result.steps_per_s:.0f} steps/s",
+                        f"MMER {result.mmer if result.mmer is None else round(result.mmer, 3)}, "
+                        f"{result.steps_per_s:.0f} steps/s"
+                        + (" (resumed)" if result.resumed else ""),
                         flush=True,
                     )
-    report([r for r in finished if r.task in args.tasks], plots)
+    shown = [
+        r
+        for r in finished
+        if r.task in args.tasks and (args.steps is None or row_budget(r) in (None, args.steps))
+    ]
+    report(shown, plots)
 
 
 if __name__ == "__main__":

@@ -81,3 +81,122 @@ def test_sb3_setup_steps_envs_in_subprocesses_and_is_recorded(tmp_path: Path) ->
             venv.close()
     assert memory_suite.SB3Setup().describe() == {}
     assert memory_suite.SB3Setup(threads=2).describe() == {"threads": 2, "subprocess_envs": False}
+
+
+def _row(task: str, env_steps: int, **fields: object) -> memory_suite.Result:
+    return memory_suite.Result(task, "gtrxl", 0, env_steps, 1.0, 0.5, None, [], **fields)
+
+
+def test_skip_key_holds_the_budget_and_rows_without_one_count_as_the_default(
+    tmp_path: Path,
+) -> None:
+    """A 5M request never takes a 200k row for done, nor a 200k request a 5M row; a row from
+    before budgets were recorded counts as its task's default budget when its env steps are
+    that budget rounded up to whole rollouts, and as no budget otherwise."""
+    cpu = ["run.device=cpu"]
+
+    def request(budget: int, overrides: list[str] = cpu) -> tuple[object, ...]:
+        return memory_suite.run_key("repeat-previous", "gtrxl", 0, budget, overrides)
+
+    old = asdict(_row("repeat-previous", 200_704))
+    for key in ("budget", "resumed", "timed_steps", "mmer", "overrides", "commit"):
+        del old[key]
+    quick = {**old, "env_steps": 2048}
+    long = asdict(_row("repeat-previous", 5_000_192, budget=5_000_000, overrides=cpu))
+    out = tmp_path / "results.jsonl"
+    out.write_text("".join(json.dumps(row) + "\n" for row in (old, quick, long)))
+    old_row, quick_row, long_row = memory_suite._done(out)
+    assert memory_suite.row_budget(old_row) == 200_000
+    assert memory_suite.row_budget(quick_row) is None
+    done = {memory_suite.row_key(row) for row in (old_row, quick_row, long_row)}
+    assert request(200_000) in done  # rows from before --device ran on CPU
+    assert request(5_000_000) in done
+    assert request(1_000_000) not in done
+    assert request(2048) not in done  # a --quick row of unknown budget trains again
+    assert request(200_000, [*cpu, "model.core.d_model=32"]) not in done
+    assert request(200_000, ["run.device=cuda"]) not in done
+    # A new 200k row and a 5M request, the other way round.
+    short = _row("repeat-previous", 200_704, budget=200_000, overrides=cpu)
+    assert memory_suite.row_key(short) == request(200_000) != request(5_000_000)
+
+
+def test_run_names_are_deterministic_and_find_only_their_own_directory(tmp_path: Path) -> None:
+    name = memory_suite.run_name("repeat-previous", "gtrxl", 1, 200_000, ["run.device=cpu"])
+    assert name == memory_suite.run_name("repeat-previous", "gtrxl", 1, 200_000, [])
+    others = [
+        memory_suite.run_name("repeat-previous", "gtrxl", 1, 2_000_000, []),
+        memory_suite.run_name("repeat-previous", "gtrxl", 2, 200_000, []),
+        memory_suite.run_name("repeat-previous", "gru", 1, 200_000, []),
+        memory_suite.run_name("repeat-previous", "gtrxl", 1, 200_000, ["run.device=cuda"]),
+    ]
+    assert len({name, *others}) == 5
+
+    def run_dir(dir_name: str, *checkpoints: int) -> Path:
+        path = tmp_path / dir_name / "checkpoints"
+        path.mkdir(parents=True)
+        for step in checkpoints:
+            (path / f"ckpt_{step:09d}.pt").write_bytes(b"")
+        return path.parent
+
+    assert memory_suite.resumable_run(tmp_path / "missing", name) is None
+    run_dir(f"{name}-20260101-000000")  # killed before its first checkpoint
+    run_dir(f"{others[0]}-20260101-000000", 4096)  # another budget
+    assert memory_suite.resumable_run(tmp_path, name) is None
+    run_dir(f"{name}-20260101-000100", 1024)
+    best = run_dir(f"{name}-20260101-000100-2", 1024, 2048)
+    assert memory_suite.resumable_run(tmp_path, name) == best
+    (run_dir(f"{name}-20260101-000200", 4096) / "eval.json").write_text("{}")  # finished
+    assert memory_suite.resumable_run(tmp_path, name) == best
+
+
+class _Killed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("killed_after", [2, 5])
+def test_suite_resumes_a_killed_run_to_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, killed_after: int
+) -> None:
+    """A run killed after iteration 2 (of 5) continues from its checkpoint in the same run
+    directory, and its steps/s count the iterations trained after the resume; one killed after
+    its last iteration (before the final evaluation) trains nothing more and is timed from
+    the iteration times in its metrics."""
+    from rlformer.training import train
+    from tests.reliability.tiny import TINY_OVERRIDES
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text("algo: ppo\n")
+    monkeypatch.setitem(
+        memory_suite.TASKS, "tiny", memory_suite.Task(str(config), 320, TINY_OVERRIDES)
+    )
+    root, overrides = tmp_path / "runs", ["run.device=cpu"]
+    cfg = memory_suite.rlformer_config("tiny", "gtrxl", 320, 0, 2, root, overrides)
+    cfg.run.checkpoint_every = 1
+
+    def kill(iteration: int, metrics: dict[str, float]) -> None:
+        if iteration == killed_after:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        train(cfg, on_iteration=kill)
+    result = memory_suite.run_rlformer("tiny", "gtrxl", 320, 0, 2, root, overrides)
+    assert len(list(root.iterdir())) == 1  # the same run directory, continued
+    assert result.resumed and result.budget == 320 and result.env_steps == 320
+    assert result.timed_steps == 320 - 64 * killed_after if killed_after < 5 else 320
+    assert result.seconds > 0
+    assert [step for step, _ in result.curve] == [64, 128, 192, 256, 320]
+    assert result.mmer == max(value for _, value in result.curve)
+
+
+def test_mmer_is_the_best_point_of_the_learning_curve(capsys: pytest.CaptureFixture[str]) -> None:
+    curve = [(1024, -0.4), (2048, 0.7), (3072, 0.2)]
+    assert memory_suite.mmer(curve) == 0.7
+    assert memory_suite.mmer([]) is None
+    row = memory_suite.Result("grid", "gtrxl", 0, 3072, 1.0, 0.1, None, curve)
+    assert row.mmer == 0.7 and asdict(row)["mmer"] == 0.7
+    # Rows read back keep theirs; rows written before MMER get it from their curve.
+    assert memory_suite.Result(**{**asdict(row), "mmer": 0.9}).mmer == 0.9
+    other = memory_suite.Result("grid", "gtrxl", 1, 3072, 1.0, 0.1, None, [(3072, 0.3)])
+    memory_suite.report([row, other], plots=None)
+    line = next(line for line in capsys.readouterr().out.splitlines() if "gtrxl" in line)
+    assert "0.500" in line  # the mean over seeds of 0.7 and 0.3
