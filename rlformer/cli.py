@@ -498,6 +498,34 @@ def _policy_env(policy: str, trust: bool):  # noqa: ANN202 - EnvConfig | None
     return checkpoint_config(load_checkpoint(policy, trust), policy).env
 
 
+@app.command("export")
+def export(
+    policy: Annotated[str, typer.Argument(help="Run directory or checkpoint file to export.")],
+    out: Annotated[Path, typer.Option(help="Directory to write the graph and policy.json to.")],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="onnx (policy.onnx, runs with onnxruntime alone) or torch-export (policy.pt2).",
+        ),
+    ] = "onnx",
+    trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
+) -> None:
+    """Export a trained policy's act step (PPO actor or Decision Transformer) for deployment.
+
+    The graph holds normalisation, episode resets and the env's action format; policy.json
+    describes its inputs, state and sampling. `rlformer eval DIR` evaluates the export.
+    """
+    from rlformer.policies import load_policy
+    from rlformer.policies.export import ExportError, export_policy
+
+    try:
+        written = export_policy(load_policy(policy, trust=trust_checkpoint), out, fmt)
+    except (*_user_errors(), ExportError) as err:
+        fail(str(err))
+    typer.echo(f"wrote {written}")
+
+
 @dataset_app.command("info")
 def dataset_info(
     path: Annotated[str, typer.Argument(help="d4rl:FILE, minari:ID or an rlformer recording.")],

@@ -105,12 +105,14 @@ def _segment_layout(
         & key_valid[:, None, :]
         & (key_episode[:, None, :] == seg_episode[:, :, None])
     )  # [B, T, S]
-    # A padded query sees itself only (keeps softmax finite; its output is discarded).
+    # A padded query sees itself only (keeps softmax finite; its output is discarded). A select
+    # by logic ops: onnxruntime has no boolean Where, and exported graphs run this too.
     self_key = torch.eye(seg_len, dtype=torch.bool, device=device)
     self_key = torch.cat(
         [torch.zeros(seg_len, mem_len, dtype=torch.bool, device=device), self_key], 1
     )
-    visible = torch.where(padded[:, :, None], self_key[None], visible)
+    pad = padded[:, :, None]
+    visible = (pad & self_key[None]) | (~pad & visible)
 
     # Memory after the segment: the last M of [memory ; segment], valid if it belongs to the
     # episode of the segment's last position and is not padding.

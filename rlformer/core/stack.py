@@ -45,7 +45,13 @@ class MemoryCore(nn.Module):
     layer, of its own episode, never to padding. Hence processing a sequence whole, in segments
     with carried memory, or one token at a time with :meth:`step` gives the same outputs.
     Memory is returned detached: gradients never flow into earlier segments.
+
+    ``projection_cache`` (default True) lets eager inference reuse the memory's key/value
+    projections between calls; tracers (``torch.export``, ONNX export) turn it off, since the
+    cache keys on object identity and version counters that a traced graph cannot hold.
     """
+
+    projection_cache: bool = True
 
     def __init__(self, cfg: CoreConfig) -> None:
         super().__init__()
@@ -146,16 +152,25 @@ class MemoryCore(nn.Module):
     ) -> CoreOutput:
         mem_len = self.cfg.memory_length
         layout = build_layout(memory.valid, episode_start, padding_mask, x.shape[1], mem_len)
-        caching = self._projection_cache_enabled()
+        # Graph capture (torch.compile, torch.export) builds the next memory without in-place
+        # writes: exported, a write into one layer's slice scatters into the whole tensor.
+        traced = torch.compiler.is_compiling()
+        caching = self._projection_cache_enabled() and not traced
         cached = self._cached_projections(memory) if caching else None
         batch, width = x.shape[0], self.cfg.d_model
-        new_hidden = torch.empty(len(self.blocks), batch, mem_len, width, device=x.device)
+        new_hidden = None
+        if not traced:
+            new_hidden = torch.empty(len(self.blocks), batch, mem_len, width, device=x.device)
+        kept_states = []
         new_projections = []
         h = x
         with autocast_context(x.device, self.cfg.precision):
             for layer, block in enumerate(self.blocks):
                 layer_memory = memory.hidden[layer].detach().to(h.dtype)  # [B, S, d]
-                filled = _write_last_slots(new_hidden[layer], layer_memory, h.detach())
+                if new_hidden is None:
+                    kept_states.append(_last_states(layer_memory, h.detach(), mem_len))
+                else:
+                    filled = _write_last_slots(new_hidden[layer], layer_memory, h.detach())
                 context_kv = None
                 if caching:
                     context_kv = (
@@ -175,6 +190,8 @@ class MemoryCore(nn.Module):
                     h = block(h, layer_memory, layout, context_kv)
             h = self.final_norm(h)
         output = h.float().masked_fill(layout.padded[..., None], 0.0)
+        if new_hidden is None:
+            new_hidden = torch.stack(kept_states).to(torch.get_default_dtype())
         new_memory = Memory(new_hidden, layout.new_valid)
         if caching:
             self._remember_projections(new_memory, new_projections)
@@ -183,12 +200,12 @@ class MemoryCore(nn.Module):
     # --- incremental inference: keys/values of the memory are projected once, not every step ---
 
     def _projection_cache_enabled(self) -> bool:
-        """Only for inference (no autograd, eval mode) in eager mode.
+        """Only for inference (no autograd, eval mode) in eager mode, unless switched off.
 
         Inference-mode tensors carry no version counter, so in-place edits of a memory could
         not be detected there: the cache is off under ``torch.inference_mode``.
         """
-        return not (
+        return self.projection_cache and not (
             torch.is_grad_enabled()
             or self.training
             or self.cfg.compile
@@ -243,6 +260,15 @@ class MemoryCore(nn.Module):
         live = [entry for entry in self._projections if entry[0]() is not None]
         live.append((weakref.ref(memory.hidden), memory.hidden._version, projections))
         self._projections = live[-_CACHED_MEMORIES:]
+
+
+def _last_states(older: torch.Tensor, newer: torch.Tensor, slots: int) -> torch.Tensor:
+    """What :func:`_write_last_slots` writes, as one functional expression ``[B, slots, d]``."""
+    combined = torch.cat([older, newer], dim=1)
+    if combined.shape[1] >= slots:
+        return combined[:, combined.shape[1] - slots :]
+    fill = combined.new_zeros(combined.shape[0], slots - combined.shape[1], combined.shape[2])
+    return torch.cat([fill, combined], dim=1)
 
 
 def _write_last_slots(out: torch.Tensor, older: torch.Tensor, newer: torch.Tensor) -> int:

@@ -56,10 +56,12 @@ class RunningMeanStd(nn.Module):
         self.register_buffer("m2", torch.zeros(shape, dtype=torch.float64))
 
     def var(self) -> torch.Tensor:
-        """Population variance; 1 before anything was seen (normalisation is then a no-op)."""
-        if float(self.count) == 0:
-            return torch.ones_like(self.m2)
-        return self.m2 / self.count
+        """Population variance; 1 before anything was seen (normalisation is then a no-op).
+
+        A select rather than a Python branch on the count, so that exported graphs (which see
+        the statistics as constants they must not branch on) keep this rule.
+        """
+        return torch.where(self.count == 0, torch.ones_like(self.m2), self.m2 / self.count)
 
     def merge(self, batch: Moments) -> None:
         """Fold a batch's moments into the statistics (in place)."""

@@ -1,7 +1,8 @@
 """From a name on the command line to a :class:`~rlformer.policies.Policy`.
 
-``random``, ``sb3:PATH.zip``, or an rlformer run directory / checkpoint file, whose ``kind``
-entry picks the loader. Each checkpoint kind registers how its checkpoints become a policy:
+``random``, ``sb3:PATH.zip``, an ``rlformer export`` directory (``policy.json`` +
+``policy.onnx``, run by onnxruntime), or an rlformer run directory / checkpoint file, whose
+``kind`` entry picks the loader. Each checkpoint kind registers how its checkpoints become a policy:
 PPO's (``ppo``) and the Decision Transformers' (``dt``, which ODT checkpoints share) here; an
 algorithm with a kind of its own calls :func:`register_policy_loader` in its module.
 """
@@ -44,16 +45,21 @@ def policy_from_payload(payload: dict[str, Any], name: str) -> Policy:
 
 
 def load_policy(spec: str | Path, trust: bool = False) -> Policy:
-    """Load ``sb3:PATH.zip``, a run directory or a checkpoint file as a policy.
+    """Load ``sb3:PATH.zip``, an export directory, a run directory or a checkpoint file.
 
     rlformer checkpoints are read without unpickling and SB3 zips through an allow-list,
     unless ``trust`` (see :mod:`rlformer.checkpoints`, :mod:`rlformer.policies.sb3_safe`).
+    Exports hold no pickle at all.
     """
     text = str(spec)
     if text.startswith("sb3:"):
         from rlformer.policies.sb3 import sb3_policy
 
         return sb3_policy(text, trust)
+    from rlformer.policies.onnx_policy import ExportedPolicy, is_export_dir
+
+    if is_export_dir(text):
+        return ExportedPolicy(text)
     return policy_from_payload(load_checkpoint(text, trust), text)
 
 

@@ -1,0 +1,239 @@
+"""One :meth:`DTPolicy.step` as a traceable module: the context window kept with tensor ops.
+
+:class:`~rlformer.policies.decision_transformer.DTPolicy` keeps each row's window in numpy
+arrays and edits them with boolean indexing; a graph cannot branch on data, so here every edit
+is a select: rows whose episode starts are cleared with ``torch.where``, the window slides with
+a concatenation (plain DT) or restarts at ``step % K == 0`` (memory DT), the current step is
+written through a one-hot of its position, and a memory DT's window-completion forward runs at
+every step, its memory taken only by the rows whose window is complete. Normalisation, the
+return scale and the action bounds are constants of the graph.
+
+Inputs: ``obs [B, *obs_shape]``, ``episode_start [B]``, ``reward [B]`` (each row's reward for its
+last action), ``action_mask [B, n]`` (discrete), ``noise [B, act_dim]`` (discrete and online DTs:
+zeros play the most likely action; Gumbel noise samples a discrete DT, standard normal noise an
+online DT's squashed Gaussian), then the state:
+
+==================  ======================  ====================================
+state               shape                   initial value
+==================  ======================  ====================================
+``states``          ``[B, K, state_dim]``   0 (normalised states of the window)
+``actions``         ``[B, K]`` / ``[B, K, A]``  0 (model space: indices or [-1, 1])
+``returns_to_go``   ``[B, K]``              0 (unscaled)
+``timesteps``       ``[B, K]`` int64        0
+``valid``           ``[B, K]`` bool         False
+``step``            ``[B]`` int64           0
+``last_return``     ``[B]``                 0
+``target``          ``[B]``                 the target return
+``memory``          ``[B, L, M, d]``        0 (memory DT only)
+``memory_valid``    ``[B, M]`` bool         False (memory DT only)
+==================  ======================  ====================================
+
+Outputs: ``action`` (env format), ``logits`` (discrete) or ``prediction`` (continuous, in
+[-1, 1]), and ``next_<state>`` for each state.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlformer.core import Memory
+from rlformer.models.decision_transformer import DecisionTransformer
+from rlformer.models.distributions import mask_logits
+from rlformer.policies.decision_transformer import DTPolicy
+from rlformer.policies.export_spec import (
+    BATCH,
+    TensorSpec,
+    state_spec,
+    traceable_copy,
+)
+
+
+class DTStepModule(nn.Module):
+    """``forward(*inputs)`` in the order of :attr:`inputs` -> tensors in that of :attr:`outputs`."""
+
+    def __init__(self, policy: DTPolicy) -> None:
+        super().__init__()
+        self.model: DecisionTransformer = traceable_copy(policy.model)  # type: ignore[assignment]
+        model = self.model
+        self.window, self.carry_memory = policy.window, policy.carry_memory
+        self.return_scale = float(policy.return_scale)
+        self.register_buffer("state_mean", torch.as_tensor(np.asarray(policy.state_mean)))
+        self.register_buffer("state_std", torch.as_tensor(np.asarray(policy.state_std)))
+        self.bounded = not model.discrete and policy.action_low is not None
+        if self.bounded:
+            self.register_buffer("action_low", torch.as_tensor(policy.action_low))
+            self.register_buffer("action_high", torch.as_tensor(policy.action_high))
+        self.sampled = model.discrete or model.stochastic
+        space = policy.observation_space
+        if space is None:  # a DT built in code: its states are flat vectors
+            space = gym.spaces.Box(-np.inf, np.inf, (model.state_dim,), np.float32)
+        self.leaves: dict[str, gym.Space] = {"": space}
+        self.inputs = self._input_specs(policy)
+        self.states = [spec for spec in self.inputs if spec.role == "state"]
+        action = TensorSpec(
+            "action",
+            (BATCH,) if model.discrete else (BATCH, model.act_dim),
+            "int64" if model.discrete else "float32",
+        )
+        preds = TensorSpec(
+            "logits" if model.discrete else "prediction", (BATCH, model.act_dim), "float32"
+        )
+        self.outputs = [action, preds, *(spec.next_state() for spec in self.states)]
+
+    def _input_specs(self, policy: DTPolicy) -> list[TensorSpec]:
+        model, w = self.model, self.window
+        specs = [
+            TensorSpec("obs", (BATCH, *self.leaves[""].shape), "float32", "observation", ""),
+            TensorSpec("episode_start", (BATCH,), "bool", "episode_start"),
+            TensorSpec("reward", (BATCH,), "float32", "reward"),
+        ]
+        if model.discrete:
+            specs.append(TensorSpec("action_mask", (BATCH, model.act_dim), "bool", "action_mask"))
+        if self.sampled:
+            specs.append(TensorSpec("noise", (BATCH, model.act_dim), "float32", "noise"))
+        action_shape = (w,) if model.discrete else (w, model.act_dim)
+        specs += [
+            state_spec("states", (w, model.state_dim), "float32", 0.0),
+            state_spec("actions", action_shape, "float32", 0.0),
+            state_spec("returns_to_go", (w,), "float32", 0.0),
+            state_spec("timesteps", (w,), "int64", 0),
+            state_spec("valid", (w,), "bool", False),
+            state_spec("step", (), "int64", 0),
+            state_spec("last_return", (), "float32", 0.0),
+            state_spec("target", (), "float32", "target_return"),
+        ]
+        if self.carry_memory:
+            cfg = model.core.cfg
+            specs += [
+                state_spec(
+                    "memory", (cfg.n_layers, cfg.memory_length, cfg.d_model), "float32", 0.0
+                ),
+                state_spec("memory_valid", (cfg.memory_length,), "bool", False),
+            ]
+        return specs
+
+    # ------------------------------------------------------------------ graph
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        x = {spec.name: t for spec, t in zip(self.inputs, tensors, strict=True)}
+        starts = x["episode_start"]
+        step = torch.where(starts, 0, x["step"])
+        window = {name: _clear_rows(x[name], starts) for name in _WINDOW}
+        memory = None
+        if self.carry_memory:
+            memory = Memory(x["memory"].transpose(0, 1), x["memory_valid"] & ~starts[:, None])
+        returns = torch.where(starts, x["target"], x["last_return"] - x["reward"])
+        raw = x["obs"].reshape(starts.shape[0], -1)
+        normalised = ((raw.to(self.state_mean.dtype) - self.state_mean) / self.state_std).float()
+        positions = torch.arange(self.window, device=starts.device)
+        if self.carry_memory:
+            position = step % self.window
+            fresh = position == 0  # a new window: the previous one lives on in memory
+            window = {name: _clear_rows(value, fresh) for name, value in window.items()}
+        else:  # slide the window by one step
+            position = torch.full_like(step, self.window - 1)
+            window = {name: _slide(value) for name, value in window.items()}
+        at = positions[None] == position[:, None]  # [B, K] one-hot of each row's position
+        window["states"] = _write(window["states"], at, normalised)
+        window["actions"] = _write(window["actions"], at, torch.zeros_like(window["actions"][:, 0]))
+        window["returns_to_go"] = _write(window["returns_to_go"], at, returns)
+        window["timesteps"] = _write(window["timesteps"], at, step)
+        window["valid"] = window["valid"] | at
+        preds, out = self._predict(window, memory, position)
+        if "action_mask" in x:
+            preds = mask_logits(preds, x["action_mask"])
+        env_action, chosen = self._choose(preds, out, position, x.get("noise"))
+        window["actions"] = _write(window["actions"], at, chosen.to(window["actions"].dtype))
+        next_state = {name: window[name] for name in _WINDOW}
+        next_state.update(step=step + 1, last_return=returns, target=x["target"])
+        if memory is not None:
+            memory = self._carry(window, memory, position == self.window - 1)
+            next_state.update(memory=memory.hidden.transpose(0, 1), memory_valid=memory.valid)
+        states = [next_state[spec.name] for spec in self.states]
+        return (env_action, preds, *states)
+
+    def _run(self, window: dict[str, torch.Tensor], memory: Memory | None):  # noqa: ANN202
+        actions = window["actions"]
+        return self.model(
+            window["states"],
+            actions.long() if self.model.discrete else actions,
+            (window["returns_to_go"] / self.return_scale)[..., None],
+            window["timesteps"],
+            window["valid"],
+            memory=memory,
+        )
+
+    def _predict(
+        self, window: dict[str, torch.Tensor], memory: Memory | None, position: torch.Tensor
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """The prediction at each row's position, and the rows' Gaussian (online DT)."""
+        out = self._run(window, memory)
+        preds = _at(out.action_preds, position).float()
+        if out.action_mean is None or out.action_log_std is None:
+            return preds, ()
+        return preds, (_at(out.action_mean, position), _at(out.action_log_std, position))
+
+    def _choose(
+        self,
+        preds: torch.Tensor,
+        gaussian: tuple[torch.Tensor, ...],
+        position: torch.Tensor,
+        noise: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(env action, model-space action), as ``DTPolicy._choose`` computes them."""
+        if self.model.discrete:
+            chosen = preds.argmax(-1) if noise is None else (preds + noise).argmax(-1)
+            return chosen, chosen
+        action = preds
+        if gaussian and noise is not None:
+            mean, log_std = gaussian
+            action = torch.tanh(mean.float() + log_std.float().exp() * noise)
+        if not self.bounded:
+            return action, action
+        low, high = self.action_low, self.action_high
+        env_action = low + (action + 1.0) * 0.5 * (high - low)
+        return env_action, 2.0 * (env_action - low) / (high - low) - 1.0
+
+    def _carry(
+        self, window: dict[str, torch.Tensor], memory: Memory, complete: torch.Tensor
+    ) -> Memory:
+        """Rows whose window is complete take that window's memory (computed for every row)."""
+        new = self._run(window, memory).memory
+        take = complete[:, None]  # boolean selects as logic ops: onnxruntime has no bool Where
+        return Memory(
+            torch.where(complete[None, :, None, None], new.hidden, memory.hidden),
+            (take & new.valid) | (~take & memory.valid),
+        )
+
+
+_WINDOW = ("states", "actions", "returns_to_go", "timesteps", "valid")
+
+
+def _rows(mask: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """``mask [B]`` shaped to broadcast over ``value [B, ...]``."""
+    return mask.reshape(-1, *([1] * (value.dim() - 1)))
+
+
+def _clear_rows(value: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    if value.dtype == torch.bool:  # onnxruntime has no boolean Where
+        return value & ~_rows(rows, value)
+    return torch.where(_rows(rows, value), torch.zeros_like(value), value)
+
+
+def _slide(value: torch.Tensor) -> torch.Tensor:
+    """The window moved one step to the left, its last step zero."""
+    return torch.cat([value[:, 1:], torch.zeros_like(value[:, :1])], dim=1)
+
+
+def _write(window: torch.Tensor, at: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """``window[b, position_b] = value[b]`` for every row, with ``at [B, K]`` the positions."""
+    mask = at.reshape(*at.shape, *([1] * (window.dim() - 2)))
+    return torch.where(mask, value[:, None].to(window.dtype), window)
+
+
+def _at(values: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+    """``values[b, position_b]`` for ``values [B, K, n]``."""
+    index = position[:, None, None].expand(-1, 1, values.shape[-1])
+    return values.gather(1, index)[:, 0]

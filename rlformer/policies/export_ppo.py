@@ -1,0 +1,193 @@
+"""One ``act`` step of a PPO actor as a traceable module (what ``rlformer export`` writes).
+
+The step is the actor half of :meth:`ActorCritic.act` with everything the Python side of
+:class:`~rlformer.policies.actor_critic.ActorCriticPolicy` adds folded in: the previous reward's
+scaling by the reward normaliser, the action mask, the deterministic action in the env's format
+(``start`` added, Box clipped). The state is explicit and batch-first:
+
+==========  ===========================================  =========================
+torso       state inputs (``next_<name>`` out)             initial value
+==========  ===========================================  =========================
+gtrxl       ``memory [B, L, M, d]``, ``memory_valid [B, M]``  0, False
+lstm        ``h [B, layers, H]``, ``c [B, layers, H]``         0
+gru         ``h [B, layers, H]``                               0
+mlp         none
+==========  ===========================================  =========================
+
+plus ``prev_action`` (model format: 0-based indices, the unclipped Box sample) when the model
+reads the previous action and reward. The critic is not exported; sampling stays with the runner,
+which then writes its sampled action into ``next_prev_action``.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlformer.core import Memory
+from rlformer.models.actor_critic import ActorCritic
+from rlformer.models.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
+from rlformer.models.recurrent import RecurrentState, RecurrentTorso
+from rlformer.models.spaces import leaf_spaces
+from rlformer.models.torso import GTrXLTorso
+from rlformer.policies.export_spec import (
+    BATCH,
+    TensorSpec,
+    observation_specs,
+    state_spec,
+    traceable_copy,
+)
+
+
+class ActorStep(nn.Module):
+    """``forward(*inputs)`` in the order of :attr:`inputs` -> tensors in that of :attr:`outputs`."""
+
+    def __init__(self, model: ActorCritic) -> None:
+        super().__init__()
+        self.model: ActorCritic = traceable_copy(model)  # type: ignore[assignment]
+        self.leaves = leaf_spaces(model.observation_space)
+        dist = self.model.dist
+        self.masked = isinstance(dist, (Categorical, MultiCategorical))
+        self.reward_scale = None
+        if model.reward_norm is not None:
+            self.reward_scale = (model.reward_norm.scale(), float(model.reward_clip))
+        self.states = self._state_specs()
+        self.inputs = [
+            *observation_specs(model.observation_space, self.leaves),
+            TensorSpec("episode_start", (BATCH,), "bool", "episode_start"),
+        ]
+        if model.prev_action_reward:
+            self.inputs.append(TensorSpec("reward", (BATCH,), "float32", "reward"))
+        if self.masked:
+            self.inputs.append(
+                TensorSpec("action_mask", (BATCH, dist.param_dim), "bool", "action_mask")
+            )
+        self.inputs += self.states
+        self.outputs = [*self._param_specs(), self._action_spec()]
+        self.outputs += [spec.next_state() for spec in self.states]
+        self._register_env_format()
+
+    # ------------------------------------------------------------------ specs
+    def _state_specs(self) -> list[TensorSpec]:
+        torso = self.model.actor_torso
+        specs = []
+        if isinstance(torso, GTrXLTorso):
+            cfg = torso.core.cfg
+            specs += [
+                state_spec(
+                    "memory", (cfg.n_layers, cfg.memory_length, cfg.d_model), "float32", 0.0
+                ),
+                state_spec("memory_valid", (cfg.memory_length,), "bool", False),
+            ]
+        elif isinstance(torso, RecurrentTorso):
+            specs.append(state_spec("h", (torso.layers, torso.out_dim), "float32", 0.0))
+            if torso.kind == "lstm":
+                specs.append(state_spec("c", (torso.layers, torso.out_dim), "float32", 0.0))
+        if self.model.prev_action_reward:
+            dist = self.model.dist
+            dtype = "int64" if dist.action_dtype == torch.int64 else "float32"
+            specs.append(state_spec("prev_action", dist.action_shape, dtype, 0))
+        return specs
+
+    def _param_specs(self) -> list[TensorSpec]:
+        dist = self.model.dist
+        if isinstance(dist, DiagGaussian):
+            return [
+                TensorSpec("mean", (BATCH, dist.param_dim), "float32"),
+                TensorSpec("log_std", (BATCH, dist.param_dim), "float32"),
+            ]
+        return [TensorSpec("logits", (BATCH, dist.param_dim), "float32")]
+
+    def _action_spec(self) -> TensorSpec:
+        space = self.model.action_space
+        dtype = np.dtype(space.dtype if space.dtype is not None else np.int64)
+        if isinstance(space, gym.spaces.Discrete):
+            dtype = np.dtype(np.int64)  # what ActorCriticPolicy returns (start added)
+        return TensorSpec("action", (BATCH, *space.shape), dtype.name)
+
+    def _register_env_format(self) -> None:
+        """Constants of the env format: per-component starts, Box bounds in the space's dtype."""
+        space, dist = self.model.action_space, self.model.dist
+        if isinstance(dist, (Categorical, MultiCategorical)):
+            start = np.asarray(dist.start, dtype=np.int64).reshape(-1)
+            self.register_buffer("action_start", torch.as_tensor(start))
+        elif isinstance(dist, DiagGaussian):
+            dtype = np.dtype(space.dtype)
+            self.register_buffer("action_low", torch.as_tensor(space.low.reshape(-1).astype(dtype)))
+            self.register_buffer(
+                "action_high", torch.as_tensor(space.high.reshape(-1).astype(dtype))
+            )
+
+    # ------------------------------------------------------------------ graph
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        named = {spec.name: t for spec, t in zip(self.inputs, tensors, strict=True)}
+        model, dist = self.model, self.model.dist
+        obs_specs = [s for s in self.inputs if s.role == "observation"]
+        obs = (
+            named["obs"]
+            if obs_specs[0].leaf == ""
+            else {spec.leaf: named[spec.name] for spec in obs_specs}
+        )
+        start = named["episode_start"]
+        prev_action = named.get("prev_action")
+        prev_reward = self._scaled_reward(named["reward"]) if "reward" in named else None
+        x = model._features(obs, prev_action, prev_reward, start)
+        latent, memory = model.actor_torso.step(x, self._torso_state(named), start)
+        params = model.policy_head(latent)
+        if self.masked:
+            params = dist.masked(params, named["action_mask"])
+        action = dist.sample(params, True, None)
+        outputs = [params]
+        if isinstance(dist, DiagGaussian):
+            outputs.append(dist.log_std.expand_as(params))
+        outputs.append(self._env_action(action))
+        outputs += self._next_state(memory)
+        if model.prev_action_reward:
+            outputs.append(action.to(dist.action_dtype))
+        return tuple(outputs)
+
+    def _scaled_reward(self, reward: torch.Tensor) -> torch.Tensor:
+        """:meth:`ActorCritic.scale_rewards` as graph operations (float64 like it)."""
+        if self.reward_scale is None:
+            return reward
+        scale, clip = self.reward_scale
+        return (reward.double() * scale).clamp(-clip, clip).float()
+
+    def _torso_state(self, named: dict[str, torch.Tensor]) -> Memory | RecurrentState | None:
+        """The torso's state from the batch-first inputs (the model keeps layers first)."""
+        if "memory" in named:
+            return Memory(named["memory"].transpose(0, 1), named["memory_valid"])
+        if "h" in named:
+            c = named["c"].transpose(0, 1) if "c" in named else None
+            return RecurrentState(named["h"].transpose(0, 1), c)
+        return None
+
+    @staticmethod
+    def _next_state(memory: Memory | RecurrentState | None) -> list[torch.Tensor]:
+        if isinstance(memory, Memory):
+            return [memory.hidden.transpose(0, 1), memory.valid]
+        if isinstance(memory, RecurrentState):
+            parts = [memory.h] if memory.c is None else [memory.h, memory.c]
+            return [part.transpose(0, 1) for part in parts]
+        return []
+
+    def _env_action(self, action: torch.Tensor) -> torch.Tensor:
+        """``ActionDistribution.env_action`` in graph operations."""
+        space, dist = self.model.action_space, self.model.dist
+        if isinstance(dist, Categorical):
+            return action + self.action_start[0]
+        if isinstance(dist, MultiCategorical):
+            return (action + self.action_start).to(_torch_dtype(space.dtype))
+        if isinstance(dist, DiagGaussian):
+            clipped = torch.clamp(
+                action.to(self.action_low.dtype), self.action_low, self.action_high
+            )
+            return clipped.reshape(-1, *space.shape)
+        assert isinstance(dist, Bernoulli)
+        return action.reshape(-1, *space.shape).to(_torch_dtype(space.dtype))
+
+
+def _torch_dtype(dtype: np.dtype | type) -> torch.dtype:
+    return getattr(torch, np.dtype(dtype).name)
