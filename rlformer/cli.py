@@ -493,6 +493,10 @@ def _policy_env(policy: str, trust: bool):  # noqa: ANN202 - EnvConfig | None
     """The env config an rlformer policy was trained with (imports, wrappers), else None."""
     if policy == "random" or policy.startswith("sb3:"):
         return None
+    if (Path(policy) / "policy.json").is_file():  # an export directory says its training env
+        from rlformer.policies import load_policy
+
+        return load_policy(policy, trust).info.training_env
     from rlformer.checkpoints import checkpoint_config, load_checkpoint
 
     return checkpoint_config(load_checkpoint(policy, trust), policy).env

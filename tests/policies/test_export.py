@@ -24,6 +24,7 @@ import torch
 from rlformer.checkpoints import CheckpointError
 from rlformer.config import EnvConfig, ModelConfig, load_config
 from rlformer.core import CoreConfig, Memory
+from rlformer.data import load_dataset
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.recorder import collect_dataset
 from rlformer.data.synthetic import tmaze_walks
@@ -399,6 +400,15 @@ def test_eval_of_an_export_equals_eval_of_its_run(trained: Trained, tmp_path: Pa
     assert reports["export"]["mean"] == reports["run"]["mean"]
     assert reports["export"]["episodes_detail"] == reports["run"]["episodes_detail"]
     assert reports["export"]["task"] == reports["run"]["task"] == "rlformer/CartPoleNoVel-v0"
+    # `rlformer collect` records from the export on its training env, with the run's actions.
+    datasets = {}
+    for name, agent in (("run", run), ("export", out)):
+        path = tmp_path / f"{name}.hdf5"
+        rlformer("collect", "--policy", str(agent), "--steps", "200", "--out", str(path))
+        datasets[name] = load_dataset(str(path))
+    assert datasets["export"].metadata["env_id"] == "rlformer/CartPoleNoVel-v0"
+    for ours, theirs in zip(datasets["export"].episodes, datasets["run"].episodes, strict=True):
+        np.testing.assert_array_equal(ours.actions, theirs.actions)
 
 
 # ------------------------------------------------------------------ every space, untrained

@@ -106,6 +106,7 @@ OPTIONS: dict[str, dict[str, list[str] | None]] = {
     },
     "dataset info": {},
     "config-doc": {},
+    "export": {"--format": ["onnx", "torch-export", "tflite", ""], "--trust-checkpoint": None},
 }  # fmt: skip
 POSITIONALS = {
     "train": ["{config}", "{junk}", "{missing}", "{dataset}"],
@@ -115,6 +116,7 @@ POSITIONALS = {
     "dataset info": ["d4rl:{dataset}", "{dataset}", "{junk}", "{missing}", "minari:nope/x-v0",
                      "ftp:x", "d4rl:{ckpt}", "{run}"],
     "config-doc": [],
+    "export": ["{run}", "{ckpt}", "{junk}", "{missing}", "sb3:{junk}", "{dataset}"],
 }  # fmt: skip
 # Appended last, so they win over anything random: nothing long starts, nothing leaves tmp.
 SAFETY = {
@@ -124,6 +126,7 @@ SAFETY = {
     "collect": ["--steps", "16", "--out", "{tmp}/out.hdf5"],
     "dataset info": [],
     "config-doc": [],
+    "export": ["--out", "{tmp}/export"],
 }
 JUNK = ["--bogus", "-x", "--", "--help", "-h", "", "--set", "train", "ünï", "--episodes=1"]
 
