@@ -67,10 +67,19 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from rlformer.checkpoints import CheckpointError
     from rlformer.config import ConfigError
     from rlformer.data.errors import DatasetError
+    from rlformer.policies.base import PolicyError
     from rlformer.rollout.env_factory import EnvError
     from rlformer.rollout.env_guard import EnvCrash, EnvDataError
 
-    return (ConfigError, EnvError, CheckpointError, DatasetError, EnvCrash, EnvDataError)
+    return (
+        ConfigError,
+        EnvError,
+        CheckpointError,
+        DatasetError,
+        PolicyError,
+        EnvCrash,
+        EnvDataError,
+    )
 
 
 @app.command()

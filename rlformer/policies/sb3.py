@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlformer.data.errors import DatasetError
-from rlformer.policies.base import PolicyInfo
+from rlformer.policies.base import PolicyError, PolicyInfo
 
 # Policy module named in the zip's ``data`` json -> algorithm that can load it. Algorithms that
 # share a policy class predict identically whichever of them loads the file: PPO, A2C and TRPO
@@ -45,7 +44,7 @@ def sb3_policy_module(path: Path) -> str:
         with zipfile.ZipFile(path) as archive:
             data = json.loads(archive.read("data"))
     except (OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as err:
-        raise DatasetError(f"{path}: not a stable-baselines3 model zip ({err})") from None
+        raise PolicyError(f"{path}: not a stable-baselines3 model zip ({err})") from None
     policy = data.get("policy_class", {})
     return str(policy.get("__module__", "")) if isinstance(policy, dict) else ""
 
@@ -72,7 +71,7 @@ def load_sb3_model(path: Path, trust: bool = False) -> Any:
             return _algorithm(package, name).load(path, **options)
         except Exception as err:  # each algorithm rejects foreign files its own way
             failures.append(f"{name}: {type(err).__name__}")
-    raise DatasetError(
+    raise PolicyError(
         f"{path}: no stable-baselines3 algorithm could load it (policy module {module!r}; "
         f"tried {', '.join(failures)})"
     )
@@ -138,5 +137,5 @@ def sb3_policy(spec: str, trust: bool = False) -> SB3Policy:
     """``sb3:PATH.zip`` as a policy."""
     file = Path(spec.removeprefix("sb3:"))
     if not file.is_file():
-        raise DatasetError(f"{file}: stable-baselines3 model file not found")
+        raise PolicyError(f"{file}: stable-baselines3 model file not found")
     return SB3Policy(load_sb3_model(file, trust), spec)

@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from rlformer.data.errors import DatasetError
+from rlformer.policies.base import PolicyError
 
 # Exact globals that rebuild numpy arrays, scalars, generators and plain containers (no side
 # effects beyond the object built).
@@ -108,11 +108,11 @@ def _decode(key: str, entry: dict[str, Any], path: Path) -> Any:
     try:
         blob = base64.b64decode(str(entry[":serialized:"]).encode(), validate=True)
     except (binascii.Error, ValueError) as err:
-        raise DatasetError(f"{path}: entry {key!r} of its data is not base64 ({err})") from None
+        raise PolicyError(f"{path}: entry {key!r} of its data is not base64 ({err})") from None
     try:
         return _AllowListUnpickler(io.BytesIO(blob)).load()
     except Exception as err:  # any unpickling failure, refusals included
-        raise DatasetError(
+        raise PolicyError(
             f"{path}: entry {key!r} needs unpickling of Python objects this loader does not "
             f"allow ({err}); loading it could run code. If you trust the file, pass "
             "--trust-checkpoint"
@@ -125,9 +125,9 @@ def safe_custom_objects(path: Path) -> dict[str, Any]:
         with zipfile.ZipFile(path) as archive:
             data = json.loads(archive.read("data"))
     except (OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise DatasetError(f"{path}: not a stable-baselines3 model zip ({err})") from None
+        raise PolicyError(f"{path}: not a stable-baselines3 model zip ({err})") from None
     if not isinstance(data, dict):
-        raise DatasetError(f"{path}: not a stable-baselines3 model zip (data is not a mapping)")
+        raise PolicyError(f"{path}: not a stable-baselines3 model zip (data is not a mapping)")
     return {
         key: _decode(key, entry, path)
         for key, entry in data.items()

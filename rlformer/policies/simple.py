@@ -9,8 +9,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlformer.data.errors import DatasetError
-from rlformer.policies.base import Policy, PolicyInfo
+from rlformer.policies.base import Policy, PolicyError, PolicyInfo
 
 
 class RandomPolicy:
@@ -68,7 +67,7 @@ class NoisyPolicy:
     def __init__(self, inner: Policy, noise: float, random_fraction: float, seed: int) -> None:
         space = inner.action_space
         if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)):
-            raise DatasetError(f"action noise needs a Box or Discrete action space, not {space}")
+            raise PolicyError(f"action noise needs a Box or Discrete action space, not {space}")
         self.inner, self.space = inner, space
         self.observation_space, self.action_space = inner.observation_space, space
         self.info = inner.info

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from rlformer.data import DatasetError
 from rlformer.data.recorder import collect_dataset
-from rlformer.policies import PolicyInfo
+from rlformer.policies import PolicyError, PolicyInfo
 from rlformer.policies.sb3 import load_sb3_model, sb3_policy_module
 from rlformer.policies.simple import NoisyPolicy
 
@@ -124,7 +123,7 @@ def test_unknown_policy_module_falls_back_to_trying_loaders(tmp_path: Path) -> N
         loaded.predict(obs, deterministic=True)[0], original.predict(obs, deterministic=True)[0]
     )
     (tmp_path / "junk.zip").write_bytes(b"not a zip")
-    with pytest.raises(DatasetError, match="not a stable-baselines3 model zip"):
+    with pytest.raises(PolicyError, match="not a stable-baselines3 model zip"):
         load_sb3_model(tmp_path / "junk.zip")
 
 
