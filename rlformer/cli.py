@@ -539,6 +539,52 @@ def export(
     typer.echo(f"wrote {written}")
 
 
+@app.command("serve")
+def serve_command(
+    policy: Annotated[
+        str, typer.Argument(help="Run directory, checkpoint file or export directory to serve.")
+    ],
+    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = 8000,
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: all).")] = "127.0.0.1",
+    replicas: Annotated[
+        int, typer.Option(min=1, help="Policy replicas; a session always reaches the same one.")
+    ] = 1,
+    max_batch: Annotated[
+        int, typer.Option(min=1, help="Most sessions' steps batched into one forward pass.")
+    ] = 64,
+    session_ttl: Annotated[
+        float, typer.Option(min=0.001, help="Seconds an idle session is kept.")
+    ] = 600.0,
+    max_sessions: Annotated[
+        int, typer.Option(min=1, help="Sessions per replica; beyond, the least recently used go.")
+    ] = 10_000,
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster to join (default: an embedded local Ray).")
+    ] = None,
+    trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
+) -> None:
+    """Serve a policy over HTTP/JSON with Ray Serve, each client session's memory on the server.
+
+    POST /v1/sessions/ID/act, DELETE /v1/sessions/ID, GET /v1/health, GET /v1/policy; see the
+    README's "Serve a policy". Ctrl-C stops it.
+    """
+    from rlformer.serve import ServeOptions, load_servable, serve_forever
+    from rlformer.serve.stepper import UnservablePolicy
+
+    try:
+        loaded = load_servable(policy, trust=trust_checkpoint)
+    except (*_user_errors(), UnservablePolicy) as err:
+        fail(str(err))
+    options = ServeOptions(
+        replicas=replicas,
+        max_batch=max_batch,
+        session_ttl_s=session_ttl,
+        max_sessions=max_sessions,
+    )
+    typer.echo(f"serving {policy} at http://{host}:{port}/v1/ (Ctrl-C stops)")
+    serve_forever(loaded, options, host=host, port=port, address=address)
+
+
 @dataset_app.command("info")
 def dataset_info(
     path: Annotated[str, typer.Argument(help="d4rl:FILE, minari:ID or an rlformer recording.")],

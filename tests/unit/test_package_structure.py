@@ -51,6 +51,7 @@ LOWER_LAYERS = (
     "rlformer.rollout",
     "rlformer.evaluation",
     "rlformer.policies",
+    "rlformer.serve",
 )
 UPPER_LAYERS = ("rlformer.training", "rlformer.algos", "rlformer.cli")
 

@@ -1,0 +1,17 @@
+"""Serve a memory policy over HTTP/JSON with Ray Serve, each client's memory held server-side.
+
+Endpoints (see the README's "Serve a policy"):
+
+- ``POST /v1/sessions/{id}/act`` with ``{"observation": ..., "reward": float|null,
+  "episode_start": bool, "action_mask": [bool, ...]|null, "deterministic": bool}``
+  answers ``{"action": ...}``; ``episode_start: true`` starts (or restarts) the session.
+- ``DELETE /v1/sessions/{id}``, ``GET /v1/health``, ``GET /v1/policy``.
+
+Errors are one JSON line ``{"error": ..., "code": ..., "status": ...}`` with a 4xx / 5xx status.
+The JSON forms of observations and actions are in :mod:`rlformer.serve.wire`.
+"""
+
+from rlformer.serve.deployments import ServeOptions, build_app
+from rlformer.serve.launch import load_servable, serve_forever, start
+
+__all__ = ["ServeOptions", "build_app", "load_servable", "serve_forever", "start"]

@@ -1,0 +1,235 @@
+"""The Ray Serve application: N policy replicas that hold sessions, behind one HTTP router.
+
+Why not Serve's model multiplexing for stickiness: it routes a model id to a replica that
+has it loaded *when it can*, and otherwise to any replica, which for a session would mean a
+silent fresh memory. Here each replica index is its own deployment (one Serve replica each) and
+the router sends a session to ``sha256(id) mod N``, so a session reaches the same replica for
+as long as the app lives. A replica that dies is restarted by Serve empty: the router knows
+which incarnation served each session last and answers 410 rather than pretend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import uuid
+from collections import Counter, OrderedDict
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ray import serve
+from ray.serve.handle import DeploymentHandle
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from rlformer.policies.base import Policy
+from rlformer.serve.sessions import SessionStore
+from rlformer.serve.stepper import parse_step, row_ops, step_batch
+from rlformer.serve.wire import RequestError, jsonable
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+@dataclass
+class ServeOptions:
+    """What ``rlformer serve`` takes besides the policy (see its ``--help``)."""
+
+    replicas: int = 1
+    max_batch: int = 64
+    batch_wait_s: float = 0.002
+    session_ttl_s: float = 600.0
+    max_sessions: int = 10_000  # per replica
+    max_body_bytes: int = 1 << 20
+    request_timeout_s: float = 30.0
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024)
+class PolicyReplica:
+    """Holds its sessions' states and steps them in batches of up to ``max_batch``."""
+
+    def __init__(self, policy: Policy, index: int, options: dict[str, Any]) -> None:
+        import torch
+
+        torch.set_num_threads(1)  # small batched models: one thread per replica scales best
+        opts = ServeOptions(**options)
+        self.policy, self.index = policy, index
+        self.ops = row_ops(policy)
+        self.store = SessionStore(opts.session_ttl_s, opts.max_sessions)
+        self.incarnation = uuid.uuid4().hex[:12]
+        self.batch_sizes: Counter[int] = Counter()
+        self._step.set_max_batch_size(opts.max_batch)
+        self._step.set_batch_wait_timeout_s(opts.batch_wait_s)
+
+    async def act(self, session_id: str, body: Any) -> dict[str, Any]:
+        try:
+            request = parse_step(self.policy, session_id, body)
+        except RequestError as err:
+            result = err.payload()
+        else:
+            result = await self._step(request)
+        return {**result, "incarnation": self.incarnation}
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.002)
+    async def _step(self, requests: list) -> list[dict[str, Any]]:
+        return step_batch(self.policy, self.ops, self.store, requests, self._count)
+
+    def _count(self, size: int) -> None:
+        self.batch_sizes[size] += 1
+
+    def delete(self, session_id: str) -> bool:
+        return self.store.delete(session_id)
+
+    def stats(self) -> dict[str, Any]:
+        self.store.expire()
+        return {
+            "index": self.index,
+            "incarnation": self.incarnation,
+            "sessions": len(self.store),
+            "batch_sizes": dict(self.batch_sizes),
+        }
+
+    def describe(self) -> dict[str, Any]:
+        from rlformer.spaces_codec import space_to_data
+
+        info = {k: v for k, v in vars(self.policy.info).items() if k != "training_env"}
+        return jsonable(
+            {
+                "observation_space": space_to_data(self.policy.observation_space),
+                "action_space": space_to_data(self.policy.action_space),
+                "info": {**info, "training_env": _env_data(self.policy.info.training_env)},
+            }
+        )
+
+
+def _env_data(env: Any) -> Any:
+    """The training env's config as JSON data (a pydantic model, or None when unknown)."""
+    return None if env is None else env.model_dump(mode="json")
+
+
+def _error(err: RequestError) -> JSONResponse:
+    return JSONResponse(err.payload(), status_code=err.status)
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=4096)
+class Router:
+    """The HTTP ingress: parses and bounds requests, sends each session to its replica."""
+
+    def __init__(self, options: dict[str, Any], *replicas: DeploymentHandle) -> None:
+        self.options = ServeOptions(**options)
+        self.replicas = list(replicas)
+        # which replica incarnation last held each session (bounded: best effort for old ids)
+        self.homes: OrderedDict[str, str] = OrderedDict()
+        self.max_homes = 2 * len(replicas) * self.options.max_sessions
+
+    def _replica(self, session_id: str) -> DeploymentHandle:
+        digest = hashlib.sha256(session_id.encode()).digest()
+        return self.replicas[int.from_bytes(digest[:8], "big") % len(self.replicas)]
+
+    async def __call__(self, request: Request) -> JSONResponse:
+        try:
+            return await self._route(request)
+        except RequestError as err:
+            return _error(err)
+
+    async def _route(self, request: Request) -> JSONResponse:
+        path = request.url.path
+        where = path.find("/v1/")
+        parts = path[where + 4 :].strip("/").split("/") if where >= 0 else []
+        method = request.method
+        if parts == ["health"] and method == "GET":
+            return JSONResponse(await self._health())
+        if parts == ["policy"] and method == "GET":
+            return JSONResponse(await self._call(self.replicas[0].describe.remote()))
+        if len(parts) in (2, 3) and parts[0] == "sessions":
+            session_id = parts[1]
+            if not _SESSION_ID.match(session_id):
+                raise RequestError(400, "session ids are 1-128 characters of A-Z a-z 0-9 . _ : -")
+            if len(parts) == 3 and parts[2] == "act" and method == "POST":
+                return await self._act(session_id, await self._json(request))
+            if len(parts) == 2 and method == "DELETE":
+                gone = await self._call(self._replica(session_id).delete.remote(session_id))
+                self.homes.pop(session_id, None)
+                return JSONResponse({"deleted": bool(gone)})
+        raise RequestError(
+            404,
+            f"no route {method} {path} (POST /v1/sessions/ID/act, DELETE /v1/sessions/ID, "
+            "GET /v1/health, GET /v1/policy)",
+            "not_found",
+        )
+
+    async def _json(self, request: Request) -> Any:
+        limit = self.options.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise RequestError(413, f"body over {limit} bytes", "body_too_large")
+        body = bytearray()
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > limit:
+                raise RequestError(413, f"body over {limit} bytes", "body_too_large")
+        try:
+            return json.loads(body)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise RequestError(400, f"the body is not JSON ({err})"[:300]) from None
+
+    async def _call(self, response: Any) -> Any:
+        """A replica's answer within the request timeout; Ray failures become clear errors."""
+        from ray.exceptions import RayActorError
+
+        try:
+            return await asyncio.wait_for(response, self.options.request_timeout_s)
+        except TimeoutError:
+            raise RequestError(
+                503, f"no answer within {self.options.request_timeout_s:g} s", "timeout"
+            ) from None
+        except RayActorError:
+            raise RequestError(
+                410,
+                "the replica holding this session died and its memory is lost; start a new "
+                "episode with episode_start: true",
+                "replica_lost",
+            ) from None
+
+    async def _act(self, session_id: str, body: Any) -> JSONResponse:
+        result = await self._call(self._replica(session_id).act.remote(session_id, body))
+        incarnation = result.pop("incarnation")
+        home = self.homes.get(session_id)
+        if result.get("code") == "unknown_session" and home not in (None, incarnation):
+            raise RequestError(
+                410,
+                f"session {session_id!r} was held by a replica that restarted; its memory is "
+                "lost, start a new episode with episode_start: true",
+                "replica_lost",
+            )
+        if "error" in result:
+            return JSONResponse(result, status_code=result["status"])
+        self.homes[session_id] = incarnation
+        self.homes.move_to_end(session_id)
+        while len(self.homes) > self.max_homes:
+            self.homes.popitem(last=False)
+        return JSONResponse(result)
+
+    async def _health(self) -> dict[str, Any]:
+        stats = [await self._call(r.stats.remote()) for r in self.replicas]
+        histogram: Counter[int] = Counter()
+        for s in stats:
+            histogram.update({int(k): v for k, v in s["batch_sizes"].items()})
+        return {
+            "status": "ok",
+            "replicas": len(self.replicas),
+            "sessions": sum(s["sessions"] for s in stats),
+            "batch_sizes": {str(k): histogram[k] for k in sorted(histogram)},
+            "per_replica": stats,
+        }
+
+
+def build_app(policy: Policy, options: ServeOptions) -> Any:
+    """The Serve application for ``policy`` (a bound ``Router`` over its replicas)."""
+    opts = asdict(options)
+    replicas = [
+        PolicyReplica.options(name=f"PolicyReplica{i}").bind(policy, i, opts)
+        for i in range(options.replicas)
+    ]
+    return Router.bind(opts, *replicas)
