@@ -53,25 +53,6 @@ class DTContext:
     target: np.ndarray  # [n] float32: the return each row's episodes aim for
     memory: Memory | None  # memory DT: the core's memory of the row's completed windows
 
-    def rows(self, index: np.ndarray | slice) -> DTContext:
-        """The context of a subset of rows."""
-        arrays = {
-            name: getattr(self, name)[index]
-            for name in (
-                "states",
-                "actions",
-                "returns_to_go",
-                "timesteps",
-                "valid",
-                "step",
-                "last_return",
-                "target",
-            )
-        }
-        rows = torch.as_tensor(np.arange(len(self.step))[index])
-        memory = None if self.memory is None else self.memory.index(rows)
-        return DTContext(**arrays, memory=memory)
-
 
 class DTStep(NamedTuple):
     """One step of a DT policy: env-format actions, the same actions in the model's space (what
