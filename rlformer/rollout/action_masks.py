@@ -71,6 +71,10 @@ class ActionMaskToInfo(gym.Wrapper):
         super().__init__(env)
         self.kind, self.name = parse_source(source)
         self.size = mask_size(env.action_space)
+        if self.kind == "method" and not env.has_wrapper_attr(self.name):
+            raise ActionMaskError(
+                f"env.action_mask method:{self.name}: the env has no method {self.name!r}"
+            )
         if self.kind == "obs":
             space = env.observation_space
             if not isinstance(space, gym.spaces.Dict) or self.name not in space.spaces:

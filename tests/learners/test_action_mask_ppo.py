@@ -140,3 +140,12 @@ def test_a_mask_without_a_valid_action_names_slot_and_step() -> None:
     message = str(raised.value)
     assert "no valid action" in message and "env slot 0" in message and "at step 2" in message
     assert "\n" not in message
+
+
+def test_a_mask_method_the_env_lacks_is_refused_before_any_run() -> None:
+    from rlformer.rollout.env_factory import EnvError
+
+    with pytest.raises(EnvError, match="has no method 'action_masks'"):
+        build_model(
+            load_config(None, ["env.id=CartPole-v1", "env.action_mask=method:action_masks"])
+        )
