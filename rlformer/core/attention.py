@@ -5,6 +5,13 @@ part of ``q·k`` (Transformer-XL's ``(q + v)·W_r r_d`` and the learned distance
 as an additive float mask, pre-multiplied by the softmax scale where the formula scales them, and
 Transformer-XL's content bias u is folded into the query. Rotary and ``none`` need only a
 boolean mask, which lets SDPA pick its fused kernels.
+
+A float mask that needs a gradient (training with ``relative`` or ``learned``) sends SDPA on the
+CPU to its unfused math path, which also guards against fully masked rows; our layouts have
+none (every query sees itself), so there the scores are computed explicitly: one ``baddbmm``
+that adds ``q·k`` to the position term, softmax, one ``bmm``. At the popgym preset's minibatch
+(4 rows x 64 steps, 64 memory slots) the attention's forward and backward fell from 2.6-2.9 to
+2.1-2.4 ms timed alone, a whole minibatch step by about 3% (docs/benchmarks/throughput.md).
 """
 
 from __future__ import annotations
@@ -75,7 +82,7 @@ class MemoryAttention(nn.Module):
         scale = 1.0 / math.sqrt(self.d_head)
 
         if self.scheme == "relative":
-            pos_term = self._relative_term(q, layout, ctx_len) * scale  # [B, H, T, S]
+            pos_term = self._relative_term(q, layout, ctx_len, scale)  # [B, H, T, S], scaled
             mask = pos_term.masked_fill(~visible, float("-inf"))
             q = q + self.content_bias[None, :, None]
         elif self.scheme == "learned":
@@ -90,21 +97,26 @@ class MemoryAttention(nn.Module):
                 at = layout.query_positions  # where each query sits among the keys
                 q = apply_rotary(q, cos[at], sin[at])
 
-        attended = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
-        )  # [B, H, T, h]
+        dropout = self.dropout if self.training else 0.0
+        if mask.dtype != torch.bool and mask.requires_grad and mask.device.type == "cpu":
+            attended = _explicit_attention(q * scale, k, v, mask, dropout)
+        else:
+            attended = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout
+            )  # [B, H, T, h]
         return self.out(attended.transpose(1, 2).reshape(batch, seg_len, width))
 
     def _relative_term(
-        self, q: torch.Tensor, layout: AttentionLayout, ctx_len: int
+        self, q: torch.Tensor, layout: AttentionLayout, ctx_len: int, scale: float
     ) -> torch.Tensor:
-        """Transformer-XL's ``(q + v)·W_r r_d`` for every query and key, ``[B, H, T, S]``.
+        """Transformer-XL's ``(q + v)·W_r r_d`` times ``scale``, for every query and key,
+        ``[B, H, T, S]`` (scaled on the small query side, not on the scores).
 
         Distances beyond M (always hidden by the window) reuse ``r_M``. When the queries are
         the last keys in order, scores against distances ``S-1 .. 0`` are shifted into place;
         a selection of queries (``output_index``) gathers them by its distance table instead.
         """
-        biased = q + self.position_bias[None, :, None]
+        biased = (q + self.position_bias[None, :, None]) * scale
         table = self.relative_table.to(q.dtype)
         if layout.queries_are_last:
             distances = torch.arange(ctx_len - 1, -1, -1, device=q.device).clamp(max=len(table) - 1)
@@ -115,3 +127,22 @@ class MemoryAttention(nn.Module):
         batch, heads, queries, _ = scores.shape
         index = layout.distance[None, None].expand(batch, heads, queries, ctx_len)
         return scores.gather(-1, index)
+
+
+def _explicit_attention(
+    scaled_q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, dropout: float
+) -> torch.Tensor:
+    """``softmax(bias + q·kᵀ) v`` for ``scaled_q [B, H, T, h]``, ``k, v [B, H, S, h]`` and a float
+    ``bias [B, H, T, S]`` whose rows each hold at least one finite entry."""
+    batch, heads, queries, width = scaled_q.shape
+    keys = k.shape[2]
+    scores = torch.baddbmm(
+        bias.reshape(batch * heads, queries, keys),
+        scaled_q.reshape(batch * heads, queries, width),
+        k.reshape(batch * heads, keys, width).transpose(1, 2),
+    )
+    weights = scores.softmax(dim=-1)
+    if dropout > 0.0:
+        weights = F.dropout(weights, dropout)
+    attended = torch.bmm(weights, v.reshape(batch * heads, keys, width))
+    return attended.view(batch, heads, queries, width)

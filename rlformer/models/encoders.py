@@ -110,6 +110,10 @@ class ObservationEncoder(nn.Module):
         self.cnns = nn.ModuleDict()
         self.norms = nn.ModuleDict()
         self.names: dict[str, str] = {}  # leaf path -> module key (paths may hold "." or "/")
+        # Discrete leaves' (start, n) and MultiDiscrete leaves' one-hot widths as Python ints:
+        # read per call from the spaces, they are numpy scalars that break torch.compile's graph
+        self._discrete: dict[str, tuple[int, int]] = {}
+        self._multi_widths: dict[str, int] = {}
         self.clip = cfg.normalize_clip
         self.image_scale = cfg.image_scale
         self.out_dim = 0
@@ -123,6 +127,7 @@ class ObservationEncoder(nn.Module):
                 self.out_dim += cfg.cnn_features
             elif isinstance(leaf, gym.spaces.Discrete):
                 self.kinds[path] = "discrete"
+                self._discrete[path] = (int(leaf.start), int(leaf.n))
                 self.out_dim += int(leaf.n)
             elif isinstance(leaf, gym.spaces.MultiDiscrete):
                 self.kinds[path] = "multidiscrete"
@@ -133,7 +138,8 @@ class ObservationEncoder(nn.Module):
                     f"{name}_start",
                     torch.as_tensor(np.asarray(leaf.start).reshape(-1), dtype=torch.long),
                 )
-                self.out_dim += int(nvec.sum())
+                self._multi_widths[path] = int(nvec.sum())
+                self.out_dim += self._multi_widths[path]
             else:  # vector Box or MultiBinary
                 self.kinds[path] = "vector"
                 size = int(np.prod(leaf.shape))
@@ -175,8 +181,8 @@ class ObservationEncoder(nn.Module):
                     images = images.permute(0, 3, 1, 2)  # [N, H, W, C] -> [N, C, H, W]
                 inputs[path] = images.reshape(*lead, *images.shape[1:])
             elif kind == "discrete":
-                index = x.long() - int(leaf.start)
-                inputs[path] = nn.functional.one_hot(index, int(leaf.n)).float()
+                start, n = self._discrete[path]
+                inputs[path] = nn.functional.one_hot(x.long() - start, n).float()
             elif kind == "multidiscrete":
                 offsets = getattr(self, f"{name}_offsets")
                 start = getattr(self, f"{name}_start")
@@ -193,9 +199,7 @@ class ObservationEncoder(nn.Module):
         return inputs
 
     def out_size(self, path: str) -> int:
-        leaf = self.leaves[path]
-        assert isinstance(leaf, gym.spaces.MultiDiscrete)
-        return int(np.asarray(leaf.nvec).sum())
+        return self._multi_widths[path]
 
 
 @contextmanager

@@ -73,3 +73,47 @@ def test_core_matches_reference(scheme: str, block: str, gate: str, device: torc
             expected = ref.layer_inputs[layer][-mem_len:][ref.new_valid].float()
             got = out.memory.hidden[layer, b].cpu()[ref.new_valid]
             torch.testing.assert_close(got, expected, atol=atol, rtol=0)
+
+
+def _sdpa_math(
+    scaled_q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, dropout: float
+) -> torch.Tensor:
+    """What the explicit training path replaced: SDPA with the float mask."""
+    return torch.nn.functional.scaled_dot_product_attention(
+        scaled_q, k, v, attn_mask=bias, dropout_p=dropout, scale=1.0
+    )
+
+
+@pytest.mark.parametrize("scheme", ["relative", "learned"])
+def test_training_path_matches_reference_and_sdpa_gradients(
+    scheme: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With gradients on, a float mask takes the explicit scores on the CPU: its outputs must
+    be the reference's and its gradients those SDPA gives for the same mask."""
+    core = _core(torch.device("cpu"), scheme, "gtrxl", "gru")
+    batch, seg_len, mem_len, width = 3, 6, 3, 8
+    x = torch.randn(batch, seg_len, width)
+    hidden = torch.randn(2, batch, mem_len, width)
+    valid = torch.tensor([[True] * 3, [False, True, True], [True] * 3])
+    starts = torch.zeros(batch, seg_len, dtype=torch.bool)
+    starts[0, 4] = starts[1, 0] = True
+
+    def gradients() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        core.zero_grad(set_to_none=True)
+        out = core(x, Memory(hidden, valid), starts).output
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        return out.detach(), [p.grad.clone() for p in core.parameters() if p.grad is not None]
+
+    out, explicit_grads = gradients()
+    for b in range(batch):
+        ref = reference_core(
+            core, x[b], hidden[:, b], valid[b], starts[b], torch.zeros(seg_len, dtype=torch.bool)
+        )
+        torch.testing.assert_close(
+            out[b], ref.output.float(), atol=tolerance(torch.device("cpu")), rtol=0
+        )
+    monkeypatch.setattr("rlformer.core.attention._explicit_attention", _sdpa_math)
+    _, sdpa_grads = gradients()
+    assert len(explicit_grads) == len(sdpa_grads) > 0
+    for got, expected in zip(explicit_grads, sdpa_grads, strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
