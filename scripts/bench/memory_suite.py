@@ -69,7 +69,7 @@ def _code_version() -> str | None:
 
 
 CODE_VERSION = _code_version()
-AGENTS = ("gtrxl", "gtrxl_async", "lstm", "gru", "recurrent_ppo", "ppo_mlp")
+AGENTS = ("gtrxl", "gtrxl_async", "lstm", "gru", "mlp", "recurrent_ppo", "ppo_mlp")
 # rlformer agents: their torso and the settings that make them that agent. gtrxl_async is GTrXL
 # with its rollout worker in a Ray actor sampling while the learner updates (a second core).
 RLFORMER_AGENTS: dict[str, tuple[str, ...]] = {
@@ -77,9 +77,12 @@ RLFORMER_AGENTS: dict[str, tuple[str, ...]] = {
     "gtrxl_async": ("model.torso=gtrxl", "rollout.backend=ray", "rollout.async_sampling=true"),
     "lstm": ("model.torso=lstm",),
     "gru": ("model.torso=gru",),
+    # the memoryless floor: the same preset, PPO and budget, so the gap to it is memory alone
+    "mlp": ("model.torso=mlp",),
 }
-# What the suite runs unless --agents names others (gtrxl_async needs Ray and a second core).
-DEFAULT_AGENTS = tuple(agent for agent in AGENTS if agent != "gtrxl_async")
+# What the suite runs unless --agents names others (gtrxl_async needs Ray and a second core;
+# the rlformer MLP floor is asked for where memory's gain is in question).
+DEFAULT_AGENTS = tuple(agent for agent in AGENTS if agent not in ("gtrxl_async", "mlp"))
 
 
 @dataclass
