@@ -41,6 +41,13 @@ class CoreConfig(BaseModel):
     gate_bias: float = Field(
         2.0, description="b_g: larger values start gated blocks nearer the identity."
     )
+    episode_clock: bool = Field(
+        False,
+        description="Add to each token a learned embedding of how many earlier tokens of its "
+        "episode it sees (0..M): the step within the episode, capped at M. Relative positions "
+        "alone leave the core no sense of time, which a recurrent torso gets for free "
+        "(docs/benchmarks/memory.md#popgym-countrecall-and-the-other-hard-tasks).",
+    )
     compile: bool = Field(
         False,
         description="Wrap the forward pass in torch.compile. On CUDA, DT training measured "

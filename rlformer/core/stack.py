@@ -24,7 +24,7 @@ from torch import nn
 from rlformer.core.block import MemoryBlock
 from rlformer.core.config import CoreConfig
 from rlformer.core.device import autocast_context
-from rlformer.core.masks import build_layout
+from rlformer.core.masks import AttentionLayout, build_layout
 from rlformer.core.memory import Memory
 
 # Memories whose key/value projections the core keeps for incremental inference.
@@ -57,6 +57,11 @@ class MemoryCore(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.blocks = nn.ModuleList(MemoryBlock(cfg) for _ in range(cfg.n_layers))
+        # Time within the episode, read off the visibility mask (see _with_episode_clock).
+        self.episode_clock = None
+        if cfg.episode_clock:
+            self.episode_clock = nn.Embedding(cfg.memory_length + 1, cfg.d_model)
+            nn.init.normal_(self.episode_clock.weight, std=0.02)
         # Pre-LN stacks leave the residual stream un-normalised; normalise once at the top.
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.block != "post_ln" else nn.Identity()
         self._compiled: Callable[..., CoreOutput] | None = None  # built on first use
@@ -163,7 +168,7 @@ class MemoryCore(nn.Module):
             new_hidden = torch.empty(len(self.blocks), batch, mem_len, width, device=x.device)
         kept_states = []
         new_projections = []
-        h = x
+        h = x if self.episode_clock is None else self._with_episode_clock(x, layout)
         with autocast_context(x.device, self.cfg.precision):
             for layer, block in enumerate(self.blocks):
                 layer_memory = memory.hidden[layer].detach().to(h.dtype)  # [B, S, d]
@@ -196,6 +201,19 @@ class MemoryCore(nn.Module):
         if caching:
             self._remember_projections(new_memory, new_projections)
         return CoreOutput(output, new_memory)
+
+    def _with_episode_clock(self, x: torch.Tensor, layout: AttentionLayout) -> torch.Tensor:
+        """``x`` plus the embedding of each token's count of visible earlier tokens.
+
+        The count comes from the same visibility rule as attention (episode, window, padding),
+        so whole sequences, segments and single steps see the same clock: the step within the
+        episode, capped at M. It is the memory the token holds, not a stored counter, so no
+        state beyond the memory is needed. The input to the first block changes; what enters
+        the memory is that input, as for every other token feature.
+        """
+        assert self.episode_clock is not None
+        earlier = layout.visible.sum(dim=-1) - 1  # [B, T]; each token sees itself
+        return x + self.episode_clock(earlier.clamp(0, self.cfg.memory_length)).to(x.dtype)
 
     # --- incremental inference: keys/values of the memory are projected once, not every step ---
 

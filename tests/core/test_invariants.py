@@ -300,3 +300,45 @@ def test_selected_outputs_equal_the_full_outputs(
         torch.testing.assert_close(part.output, full.output[:, index], atol=tol, rtol=0)
         torch.testing.assert_close(part.memory.hidden, full.memory.hidden, atol=tol, rtol=0)
         assert torch.equal(part.memory.valid, full.memory.valid)
+
+
+@pytest.mark.parametrize("memory_length", [24, 5])
+def test_episode_clock_keeps_whole_segment_step_and_restart_equal(
+    memory_length: int, device: torch.device
+) -> None:
+    """The clock is read off the visibility mask, so every way of processing agrees."""
+    core = _core(device, memory_length=memory_length, episode_clock=True)
+    torch.nn.init.normal_(core.episode_clock.weight)  # loud, so a wrong count shows
+    x = torch.randn(3, 20, 16, device=device)
+    starts = torch.zeros(3, 20, dtype=torch.bool, device=device)
+    starts[1, 7] = starts[2, 13] = starts[2, 16] = True
+    with torch.no_grad():
+        whole = core(x, episode_start=starts).output
+        segments = _run_segments(core, x, starts, size=6)
+        memory, steps = None, []
+        for t in range(20):
+            out = core.step(x[:, t], memory, starts[:, t])
+            memory, _ = out.memory, steps.append(out.output)
+        fresh = core(x[1:2, 7:]).output  # row 1 restarts at t = 7
+    atol = tolerance(device)
+    torch.testing.assert_close(segments, whole, atol=atol, rtol=0)
+    torch.testing.assert_close(torch.stack(steps, 1), whole, atol=atol, rtol=0)
+    torch.testing.assert_close(whole[1:2, 7:], fresh, atol=atol, rtol=0)
+
+
+def test_episode_clock_tells_steps_apart_up_to_the_window(device: torch.device) -> None:
+    """Identical tokens without positions look the same at every step; with the clock they
+    differ while the window fills (M = 5 earlier tokens), then the clock stays at M: two layers
+    see 2M tokens back, so from step 2M on the outputs stop changing."""
+    x = torch.ones(1, 14, 16, device=device)
+    with torch.no_grad():
+        plain = _core(device, memory_length=5, positional="none")(x).output[0]
+        timed = _core(device, memory_length=5, positional="none", episode_clock=True)
+        torch.nn.init.normal_(timed.episode_clock.weight)
+        clocked = timed(x).output[0]
+    torch.testing.assert_close(plain, plain[:1].expand_as(plain), atol=1e-5, rtol=0)
+    gaps = [(clocked[t] - clocked[t + 1]).abs().max().item() for t in range(13)]
+    assert min(gaps[:5]) > 0.1, gaps  # steps 0..5 all differ
+    assert max(gaps[10:]) < 1e-3, (
+        gaps
+    )  # steps 10..13: the same clock all the way back (float noise)
