@@ -386,6 +386,28 @@ def checkpoint_config(payload: Mapping[str, Any], path: str | Path) -> Any:
         ) from None
 
 
+def refuse_saved_calls(env_cfg: Any, where: str | Path, trust: bool) -> None:
+    """Refuse, unless ``trust``, a saved env config whose ``env.imports`` call a function.
+
+    Loading never runs code: a ``module:function`` entry (``minatar.gym:register_envs``) read
+    from a checkpoint, a run directory or an export would be called as soon as an env is built
+    from it, so one that the user did not type needs ``--trust-checkpoint``. Plain module
+    entries (``popgym``) load without it, as wrappers' ``module:Class`` entries do: importing
+    a package installed on this machine is what building a checkpoint's env has always done.
+    """
+    from rlformer.config_sections.env import calls_function
+
+    if trust or env_cfg is None:
+        return
+    entry = next((e for e in env_cfg.imports if calls_function(e)), None)
+    if entry is not None:
+        raise UnsafeCheckpointError(
+            f"{where}: refused: its env.imports entry {entry!r} calls a function when an env is "
+            "built, and loading a saved config never runs code; pass --trust-checkpoint if you "
+            "trust where it came from"
+        )
+
+
 def load_weights(module: torch.nn.Module, payload: Mapping[str, Any], path: str | Path) -> None:
     """``module.load_state_dict(payload["model"])`` with a one-line error on any mismatch."""
     require_keys(payload, path, "model")

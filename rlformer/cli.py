@@ -506,9 +506,11 @@ def _policy_env(policy: str, trust: bool):  # noqa: ANN202 - EnvConfig | None
         from rlformer.policies import load_policy
 
         return load_policy(policy, trust).info.training_env
-    from rlformer.checkpoints import checkpoint_config, load_checkpoint
+    from rlformer.checkpoints import checkpoint_config, load_checkpoint, refuse_saved_calls
 
-    return checkpoint_config(load_checkpoint(policy, trust), policy).env
+    env_cfg = checkpoint_config(load_checkpoint(policy, trust), policy).env
+    refuse_saved_calls(env_cfg, policy, trust)
+    return env_cfg
 
 
 @app.command("export")

@@ -18,8 +18,8 @@ from rlformer.algos.loop import (
     write_checkpoint,
 )
 from rlformer.algos.ppo import build_model, format_evaluation, load_agent
-from rlformer.checkpoints import CheckpointError
-from rlformer.config import TrainConfig, load_saved_config
+from rlformer.checkpoints import CheckpointError, refuse_saved_calls
+from rlformer.config import TrainConfig, load_saved_config, parse_override
 
 __all__ = [
     "RUN_FAILURES",
@@ -50,8 +50,17 @@ def check_config(cfg: TrainConfig) -> str:
 def resume(
     run_dir: str | Path, overrides: list[str] | None = None, trust: bool = False
 ) -> TrainResult:
-    """Continue a run from its newest readable checkpoint with the config saved beside it."""
+    """Continue a run from its newest readable checkpoint with the config saved beside it.
+
+    The saved ``env.imports`` may call functions only with ``trust`` (or when ``overrides``
+    replace them): run directories travel between people as checkpoints do.
+    """
     if not Path(run_dir).is_dir():
         raise CheckpointError(f"{run_dir}: run directory not found")
-    cfg = load_saved_config(Path(run_dir) / "config.yaml", overrides)
+    path = Path(run_dir) / "config.yaml"
+    cfg = load_saved_config(path, overrides)
+    if not any(
+        parse_override(item)[0][:2] in (["env"], ["env", "imports"]) for item in overrides or []
+    ):
+        refuse_saved_calls(cfg.env, path, trust)
     return run(cfg, resume_dir=run_dir, trust=trust)

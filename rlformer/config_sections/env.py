@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ConfigDict, Field, field_validator
@@ -9,6 +10,13 @@ from pydantic import ConfigDict, Field, field_validator
 from rlformer.config_sections.base import StrictModel
 
 _IMPORT_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
+_IMPORT_ENTRY = re.compile(r"^[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?$")
+
+
+def calls_function(entry: str) -> bool:
+    """Whether an ``env.imports`` entry calls a function (``module:function``), not only
+    imports a module: such entries from a checkpoint need the user's trust."""
+    return ":" in entry
 
 
 class WrapperConfig(StrictModel):
@@ -48,7 +56,9 @@ class EnvConfig(StrictModel):
     )
     imports: list[str] = Field(
         default_factory=list,
-        description="Modules imported first to register envs, e.g. [popgym, minigrid, mypkg].",
+        description="Modules imported first to register envs, e.g. [popgym, minigrid, mypkg]; "
+        "module:function also calls that function once per process, e.g. "
+        "[minatar.gym:register_envs] (from a checkpoint only with --trust-checkpoint).",
     )
     wrappers: list[WrapperConfig] = Field(
         default_factory=list,
@@ -62,6 +72,17 @@ class EnvConfig(StrictModel):
         "observation key, removed from the policy's input) or method:NAME (sb3-contrib: "
         "method:action_masks); Discrete and MultiDiscrete actions.",
     )
+
+    @field_validator("imports")
+    @classmethod
+    def _module_or_function(cls, imports: list[str]) -> list[str]:
+        for entry in imports:
+            if not _IMPORT_ENTRY.match(entry):
+                raise ValueError(
+                    f"entry {entry!r} is neither a module (mypkg.envs) nor module:function "
+                    "(minatar.gym:register_envs)"
+                )
+        return imports
 
     @field_validator("wrappers")
     @classmethod

@@ -45,12 +45,16 @@ class ModelConfig(StrictModel):
     )
     recurrent_layers: int = Field(1, ge=1, description="Stacked layers of the lstm / gru torso.")
     log_std_init: float = Field(0.0, description="Initial log std of the Gaussian action head.")
-    cnn: Literal["nature", "impala"] = Field(
+    cnn: Literal["nature", "impala", "minatar"] = Field(
         "nature",
-        description="Encoder of image leaves (uint8 HWC/CHW): Nature-DQN CNN or IMPALA ResNet.",
+        description="Encoder of image leaves (uint8 or bool, HWC/CHW): Nature-DQN CNN (36x36 "
+        "and up), IMPALA ResNet (any size) or MinAtar's one 3x3 convolution (small grids).",
     )
     cnn_features: int = Field(
-        512, ge=1, description="Features out of each image encoder (SB3 and Nature-DQN: 512)."
+        512,
+        ge=1,
+        description="Features out of each image encoder (SB3 and Nature-DQN: 512; with "
+        "cnn: minatar 128 unless set, as in the MinAtar paper).",
     )
     image_scale: float = Field(
         255.0,
@@ -63,7 +67,9 @@ class ModelConfig(StrictModel):
         False, description="Feed the previous action and reward into each token (0 at resets)."
     )
     normalize_obs: bool = Field(
-        False, description="Running mean/std normalisation of vector observation leaves."
+        False,
+        description="Running mean/std normalisation of vector observation leaves (bool Box "
+        "and MultiBinary leaves stay 0/1).",
     )
     reconstruction: bool = Field(
         False,
@@ -91,6 +97,14 @@ class ModelConfig(StrictModel):
         if isinstance(value, dict):
             return {**actor_critic_core().model_dump(exclude_unset=True), **value}
         return value
+
+    @model_validator(mode="after")
+    def _minatar_features_unless_asked(self) -> ModelConfig:
+        # MinAtar's network has a dense layer of 128 after its convolution; 512 would make that
+        # published network four times wider for a user who only chose cnn: minatar.
+        if self.cnn == "minatar" and "cnn_features" not in self.model_fields_set:
+            self.cnn_features = 128
+        return self
 
     @model_validator(mode="after")
     def _fp32_unless_asked(self) -> ModelConfig:

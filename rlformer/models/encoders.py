@@ -6,7 +6,9 @@ the leaf features are concatenated in leaf order and the torso projects them to 
 =====================================  =================================================
 leaf space                             encoder
 =====================================  =================================================
-Box, uint8, 3 dims, 1/3/4 channels     /image_scale (255), HWC -> CHW, CNN (Nature/IMPALA)
+Box, uint8, 3 dims, 1/3/4 channels     /image_scale (255), HWC -> CHW, CNN (model.cnn)
+Box, bool, 3 dims, any channels        as 0/1 floats, HWC -> CHW, CNN (model.cnn)
+Box, bool (other shapes)               flatten to 0/1 floats (never normalised)
 Box (anything else)                    flatten to float (optional running normalisation)
 Discrete(n)                            one-hot of size n
 MultiDiscrete(nvec)                    one-hot per component, concatenated (sum(nvec))
@@ -29,9 +31,10 @@ from torch import nn
 
 from rlformer.config import ModelConfig
 from rlformer.models.normalization import RunningMeanStd
-from rlformer.models.spaces import SpaceError, Tree, image_layout, leaf_spaces
+from rlformer.models.spaces import SpaceError, Tree, image_layout, is_bool_box, leaf_spaces
 
 NATURE_MIN_SIZE = 36  # 8x8/4 -> 4x4/2 -> 3x3/1 needs at least 36 pixels per side
+MINATAR_MIN_SIZE = 3  # one 3x3 convolution without padding
 
 
 def to_torch(tree: Tree, device: torch.device | str | None = None) -> Tree:
@@ -100,6 +103,24 @@ class ImpalaCNN(nn.Module):
         return self.out(self.convs(x))
 
 
+class MinAtarCNN(nn.Module):
+    """MinAtar's network (Young & Tian 2019): one 3x3 convolution of 16 channels, stride 1, no
+    padding, then a dense layer (128 units in the paper: ``model.cnn_features``).
+
+    Sized for small symbolic grids (MinAtar's 10x10): the Nature CNN needs 36x36, and IMPALA's
+    15 convolutions cost far more per step than such an input carries.
+    """
+
+    def __init__(self, channels: int, height: int, width: int, features: int) -> None:
+        super().__init__()
+        self.convs = nn.Sequential(nn.Conv2d(channels, 16, 3, stride=1), nn.ReLU(), nn.Flatten())
+        flat = 16 * (height - 2) * (width - 2)
+        self.out = nn.Sequential(nn.Linear(flat, features), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [N, C, H, W] -> [N, features]
+        return self.out(self.convs(x))
+
+
 class ObservationEncoder(nn.Module):
     """Observation tree ``[*lead, ...]`` per leaf -> features ``[*lead, out_dim]``."""
 
@@ -116,6 +137,7 @@ class ObservationEncoder(nn.Module):
         self._multi_widths: dict[str, int] = {}
         self.clip = cfg.normalize_clip
         self.image_scale = cfg.image_scale
+        self._binary_images: set[str] = set()  # bool image leaves: already 0/1, never scaled
         self.out_dim = 0
         for index, (path, leaf) in enumerate(self.leaves.items()):
             name = self.names[path] = f"leaf{index}"
@@ -123,6 +145,8 @@ class ObservationEncoder(nn.Module):
             if layout is not None:
                 c, h, w = leaf.shape if layout == "chw" else np.roll(leaf.shape, 1)
                 self.kinds[path] = layout
+                if is_bool_box(leaf):
+                    self._binary_images.add(path)
                 self.cnns[name] = _make_cnn(cfg, int(c), int(h), int(w), path)
                 self.out_dim += cfg.cnn_features
             elif isinstance(leaf, gym.spaces.Discrete):
@@ -143,7 +167,7 @@ class ObservationEncoder(nn.Module):
             else:  # vector Box or MultiBinary
                 self.kinds[path] = "vector"
                 size = int(np.prod(leaf.shape))
-                if cfg.normalize_obs and isinstance(leaf, gym.spaces.Box):
+                if cfg.normalize_obs and isinstance(leaf, gym.spaces.Box) and not is_bool_box(leaf):
                     self.norms[name] = RunningMeanStd((size,))
                 self.out_dim += size
 
@@ -176,7 +200,9 @@ class ObservationEncoder(nn.Module):
             lead = x.shape[: x.dim() - len(leaf.shape)]
             kind, name = self.kinds[path], self.names[path]
             if kind in ("hwc", "chw"):
-                images = x.reshape(-1, *leaf.shape).float() / self.image_scale
+                images = x.reshape(-1, *leaf.shape).float()
+                if path not in self._binary_images:
+                    images = images / self.image_scale
                 if kind == "hwc":
                     images = images.permute(0, 3, 1, 2)  # [N, H, W, C] -> [N, C, H, W]
                 inputs[path] = images.reshape(*lead, *images.shape[1:])
@@ -221,13 +247,21 @@ def _full_fp32_convolutions(x: torch.Tensor) -> Iterator[None]:
 
 
 def _make_cnn(cfg: ModelConfig, c: int, h: int, w: int, path: str) -> nn.Module:
+    where = f"observation key {path!r}" if path else "the observation"
     if cfg.cnn == "nature":
         if min(h, w) < NATURE_MIN_SIZE:
-            where = f"observation key {path!r}" if path else "the observation"
             raise SpaceError(
                 f"{where} is a {h}x{w} image, smaller than the Nature CNN's "
-                f"{NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}: set model.cnn=impala (any size) or "
-                "resize it with a wrapper, e.g. gymnasium.wrappers:ResizeObservation"
+                f"{NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}: set model.cnn=impala (any size), "
+                "model.cnn=minatar (one small convolution, for grids such as MinAtar's 10x10) "
+                "or resize it with a wrapper, e.g. gymnasium.wrappers:ResizeObservation"
             )
         return NatureCNN(c, h, w, cfg.cnn_features)
+    if cfg.cnn == "minatar":
+        if min(h, w) < MINATAR_MIN_SIZE:
+            raise SpaceError(
+                f"{where} is a {h}x{w} image, smaller than the MinAtar CNN's 3x3 convolution: "
+                "set model.cnn=impala (any size)"
+            )
+        return MinAtarCNN(c, h, w, cfg.cnn_features)
     return ImpalaCNN(c, h, w, cfg.cnn_features)

@@ -15,9 +15,9 @@ leaf                                   target units                             
 =====================================  ==========================================  =========
 Box vector                             flattened (normalised with normalize_obs)   squared
 Discrete / MultiDiscrete               the one-hot(s)                              BCE
-MultiBinary                            the bits                                    BCE
-uint8 image                            ``/image_scale``, average-pooled to at      squared
-                                       most 8x8 per channel
+MultiBinary, bool Box vector           the bits                                    BCE
+uint8 / bool image                     ``/image_scale`` (bool: as 0/1), average-   squared
+                                       pooled to at most 8x8 per channel
 =====================================  ==========================================  =========
 
 A target without parameters cannot collapse (a decoder of the CNN's learned features could be
@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from rlformer.models.encoders import ObservationEncoder
-from rlformer.models.spaces import Tree
+from rlformer.models.spaces import Tree, is_bool_box
 
 IMAGE_TARGET_SIDE = 8  # images are pooled to at most this many cells per side
 
@@ -65,7 +65,7 @@ class ReconstructionHead(nn.Module):
                 binary += [True] * size
             else:
                 size = int(torch.Size(leaf.shape).numel())
-                binary += [isinstance(leaf, gym.spaces.MultiBinary)] * size
+                binary += [isinstance(leaf, gym.spaces.MultiBinary) or is_bool_box(leaf)] * size
         self.size = len(binary)
         # Not persistent: derived from the spaces, so checkpoints hold only the decoder.
         self.register_buffer("binary", torch.tensor(binary), persistent=False)

@@ -49,11 +49,23 @@ def leaf_spaces(space: gym.Space, prefix: str = "") -> dict[str, gym.Space]:
     return leaves
 
 
+def is_bool_box(space: gym.Space) -> bool:
+    """A Box of booleans (MinAtar's grids, binary feature vectors): read as 0/1 floats."""
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.bool_
+
+
 def image_layout(space: gym.Space) -> str | None:
-    """``"hwc"`` / ``"chw"`` for a uint8 image Box, else None (channels: 1, 3 or 4)."""
-    if not (
-        isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
-    ):
+    """``"hwc"`` / ``"chw"`` for an image Box, else None.
+
+    uint8 images have 1, 3 or 4 channels. A 3-D bool Box is an image of binary planes with any
+    number of them (MinAtar: 4 to 10 object channels on a 10x10 grid), channels last as in
+    Gymnasium unless the first axis is the shorter one.
+    """
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
+        return None
+    if is_bool_box(space):
+        return "chw" if space.shape[0] < space.shape[-1] else "hwc"
+    if space.dtype != np.uint8:
         return None
     if space.shape[-1] in (1, 3, 4):
         return "hwc"
@@ -66,7 +78,8 @@ def check_observation_space(space: gym.Space) -> None:
     """Raise :class:`SpaceError` (one line, with the fix) when a leaf cannot be encoded."""
     for path, leaf in leaf_spaces(space).items():
         if isinstance(leaf, _FLAT):
-            if isinstance(leaf, gym.spaces.Box) and not np.issubdtype(leaf.dtype, np.number):
+            numeric = np.issubdtype(leaf.dtype, np.number) or is_bool_box(leaf)
+            if isinstance(leaf, gym.spaces.Box) and not numeric:
                 raise SpaceError(f"observation {_where(path)}is a non-numeric Box ({leaf.dtype})")
             continue
         where = _where(path)

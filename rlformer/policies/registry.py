@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rlformer.checkpoints import CheckpointError, load_checkpoint
+from rlformer.checkpoints import CheckpointError, load_checkpoint, refuse_saved_calls
 from rlformer.policies.actor_critic import actor_critic_policy
 from rlformer.policies.base import Policy
 from rlformer.policies.decision_transformer import dt_policy
@@ -49,7 +49,8 @@ def load_policy(spec: str | Path, trust: bool = False) -> Policy:
 
     rlformer checkpoints are read without unpickling and SB3 zips through an allow-list,
     unless ``trust`` (see :mod:`rlformer.checkpoints`, :mod:`rlformer.policies.sb3_safe`).
-    Exports hold no pickle at all.
+    Exports hold no pickle at all. A training env whose ``env.imports`` call a function is
+    refused unless ``trust`` (:func:`~rlformer.checkpoints.refuse_saved_calls`).
     """
     text = str(spec)
     if text.startswith("sb3:"):
@@ -59,8 +60,11 @@ def load_policy(spec: str | Path, trust: bool = False) -> Policy:
     from rlformer.policies.onnx_policy import ExportedPolicy, is_export_dir
 
     if is_export_dir(text):
-        return ExportedPolicy(text)
-    return policy_from_payload(load_checkpoint(text, trust), text)
+        policy: Policy = ExportedPolicy(text)
+    else:
+        policy = policy_from_payload(load_checkpoint(text, trust), text)
+    refuse_saved_calls(policy.info.training_env, text, trust)
+    return policy
 
 
 def _require_finite_weights(payload: dict[str, Any], name: str) -> None:

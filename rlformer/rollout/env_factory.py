@@ -3,6 +3,8 @@
 An env comes from :class:`~rlformer.config.EnvConfig` exactly as ``gymnasium.make`` builds it:
 
 1. ``env.imports`` are imported (modules that register envs: ``popgym``, ``minigrid``, yours);
+   a ``module:function`` entry also calls that function, once per process, for packages that
+   register their ids only when asked (``minatar.gym:register_envs``);
 2. ``env.id`` is made; ``module:EnvId`` imports ``module`` first, as ``gymnasium.make`` does;
 3. ``env.wrappers`` wrap it in order, each ``{class: module:Class, kwargs: {...}}``.
 
@@ -50,10 +52,40 @@ def import_module(name: str, what: str) -> Any:
         ) from None
 
 
+# The ``module:function`` entries of env.imports already called in this process: registering
+# twice makes Gymnasium warn about every id it overrides, and worker processes call their own.
+_CALLED: set[str] = set()
+
+
 def import_env_modules(imports: Sequence[str]) -> None:
-    """Import the modules of ``env.imports`` (they register env ids)."""
+    """Import the modules of ``env.imports`` (they register env ids); call the function of each
+    ``module:function`` entry, once per process.
+
+    Entries that call functions and come from a checkpoint rather than the user are refused
+    before they get here (:func:`rlformer.checkpoints.refuse_saved_calls`).
+    """
     for name in imports:
-        import_module(name, f"env.imports entry {name!r}")
+        what = f"env.imports entry {name!r}"
+        if ":" not in name:
+            import_module(name, what)
+        elif name not in _CALLED:
+            _call_entry(name, what)
+            _CALLED.add(name)
+
+
+def _call_entry(entry: str, what: str) -> None:
+    """Call the function ``module:function`` names, without arguments; one-line errors."""
+    function = resolve_object(entry, what)
+    if not callable(function):
+        raise EnvError(
+            f"{what}: {entry.partition(':')[2]!r} is not callable (type "
+            f"{type(function).__name__}); give module:function, or the module alone to import it"
+        )
+    try:
+        function()
+    except Exception as err:  # user code fails with any exception type
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise EnvError(f"{what}: calling it failed with {type(err).__name__}: {first}") from None
 
 
 def resolve_object(path: str, what: str) -> Any:
@@ -96,6 +128,8 @@ def check_env_id(env_id: str, imports: Sequence[str] = ()) -> None:
         # A family's ids exist only once its package is imported (ids are case-sensitive too).
         package = PRESETS[family]["env"]["imports"][0]
         hint += f" Its family's ids come with env.imports: [{package}] (or preset: {family})."
+    elif env_id.startswith("MinAtar/"):
+        hint += " MinAtar's ids come with env.imports: ['minatar.gym:register_envs']."
     raise EnvError(
         f"unknown env id {env_id!r}.{hint} List ids with "
         '`python -c "import gymnasium, rlformer_envs; gymnasium.pprint_registry()"`'

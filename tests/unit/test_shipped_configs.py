@@ -11,7 +11,7 @@ from rlformer.data.recorder import collect_dataset
 from rlformer.training import check_config
 
 ROOT = Path(__file__).parents[2] / "configs"
-CONFIGS = sorted([*ROOT.glob("*.yaml"), *ROOT.glob("memory/*.yaml")])
+CONFIGS = sorted([*ROOT.glob("*.yaml"), *ROOT.glob("memory/*.yaml"), *ROOT.glob("minatar/*.yaml")])
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
