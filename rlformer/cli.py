@@ -561,18 +561,45 @@ def serve_command(
         int, typer.Option(min=1, help="Sessions per replica; beyond, the least recently used go.")
     ] = 10_000,
     address: Annotated[
-        str | None, typer.Option(help="Ray cluster to join (default: an embedded local Ray).")
+        str | None,
+        typer.Option(
+            help="Ray cluster to join, HOST:PORT (default: an embedded local Ray); one with "
+            "token authentication also needs RAY_AUTH_MODE=token."
+        ),
+    ] = None,
+    stateless: Annotated[
+        bool,
+        typer.Option(
+            help="Keep no sessions: POST /v1/act carries the sealed state of the previous answer, "
+            "and any replica answers."
+        ),
+    ] = False,
+    state_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --stateless: file of at least 32 bytes that signs the state blobs "
+            "(default: a random key per start, so blobs die with the server)."
+        ),
     ] = None,
     trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
 ) -> None:
     """Serve a policy over HTTP/JSON with Ray Serve, each client session's memory on the server.
 
-    POST /v1/sessions/ID/act, DELETE /v1/sessions/ID, GET /v1/health, GET /v1/policy; see the
-    README's "Serve a policy". Ctrl-C stops it.
+    POST /v1/sessions/ID/act, DELETE /v1/sessions/ID, GET /v1/health, GET /v1/policy (with
+    --stateless: POST /v1/act instead of the sessions); see the README's "Serve a policy".
+    Ctrl-C stops it.
     """
     from rlformer.serve import ServeOptions, load_servable, serve_forever
+    from rlformer.serve.launch import ClusterError
+    from rlformer.serve.state_blob import read_state_key
     from rlformer.serve.stepper import UnservablePolicy
 
+    if state_key_file is not None and not stateless:
+        fail("--state-key-file signs the state blobs of --stateless; add --stateless")
+    try:
+        key = "" if state_key_file is None else read_state_key(state_key_file)
+    except (OSError, ValueError) as err:
+        fail(f"--state-key-file: {err}")
     try:
         loaded = load_servable(policy, trust=trust_checkpoint)
     except (*_user_errors(), UnservablePolicy) as err:
@@ -582,9 +609,14 @@ def serve_command(
         max_batch=max_batch,
         session_ttl_s=session_ttl,
         max_sessions=max_sessions,
+        stateless=stateless,
+        state_key=key,
     )
     typer.echo(f"serving {policy} at http://{host}:{port}/v1/ (Ctrl-C stops)")
-    serve_forever(loaded, options, host=host, port=port, address=address)
+    try:
+        serve_forever(loaded, options, host=host, port=port, address=address)
+    except ClusterError as err:
+        fail(str(err))
 
 
 @dataset_app.command("info")

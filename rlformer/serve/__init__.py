@@ -6,6 +6,11 @@ Endpoints (see the README's "Serve a policy"):
   "episode_start": bool, "action_mask": [bool, ...]|null, "deterministic": bool}``
   answers ``{"action": ...}``; ``episode_start: true`` starts (or restarts) the session.
 - ``DELETE /v1/sessions/{id}``, ``GET /v1/health``, ``GET /v1/policy``.
+- stateless (``ServeOptions(stateless=True)``): ``POST /v1/act`` with the same fields plus
+  ``"state"``, the blob of the previous answer, answers ``{"action": ..., "state": ...}``
+  (:mod:`rlformer.serve.state_blob`).
+
+Decision Transformers take ``"target_return"`` at ``episode_start: true``.
 
 Errors are one JSON line ``{"error": ..., "code": ..., "status": ...}`` with a 4xx / 5xx status.
 The JSON forms of observations and actions are in :mod:`rlformer.serve.wire`.

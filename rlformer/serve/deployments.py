@@ -6,17 +6,22 @@ silent fresh memory. Here each replica index is its own deployment (one Serve re
 the router sends a session to ``sha256(id) mod N``, so a session reaches the same replica for
 as long as the app lives. A replica that dies is restarted by Serve empty: the router knows
 which incarnation served each session last and answers 410 rather than pretend.
+
+With ``stateless`` the replicas hold no sessions: ``POST /v1/act`` carries the previous step's
+sealed state (:mod:`rlformer.serve.state_blob`) and goes to the next replica in turn, or to
+another one if that replica died, since nothing is lost with it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import re
 import uuid
 from collections import Counter, OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ray import serve
@@ -26,7 +31,8 @@ from starlette.responses import JSONResponse
 
 from rlformer.policies.base import Policy
 from rlformer.serve.sessions import SessionStore
-from rlformer.serve.stepper import parse_step, row_ops, step_batch
+from rlformer.serve.state_blob import StateCodec, new_state_key, policy_fingerprint
+from rlformer.serve.stepper import RowOps, parse_step, row_ops, step_batch
 from rlformer.serve.wire import RequestError, jsonable
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -43,6 +49,14 @@ class ServeOptions:
     max_sessions: int = 10_000  # per replica
     max_body_bytes: int = 1 << 20
     request_timeout_s: float = 30.0
+    stateless: bool = False  # clients carry their state (POST /v1/act); replicas hold none
+    state_key: str = ""  # hex HMAC key of stateless blobs ("": a random one per app start)
+
+
+def state_codec(policy: Policy, ops: RowOps, key_hex: str) -> StateCodec:
+    """The codec of ``policy``'s sealed states: its shapes (a new episode's state, every
+    optional part present), its identity and the server key."""
+    return StateCodec(ops.initial(0.0), policy_fingerprint(policy), key_hex)
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024)
@@ -57,14 +71,19 @@ class PolicyReplica:
         self.policy, self.index = policy, index
         self.ops = row_ops(policy)
         self.store = SessionStore(opts.session_ttl_s, opts.max_sessions)
+        self.codec = state_codec(policy, self.ops, opts.state_key) if opts.stateless else None
         self.incarnation = uuid.uuid4().hex[:12]
         self.batch_sizes: Counter[int] = Counter()
         self._step.set_max_batch_size(opts.max_batch)
         self._step.set_batch_wait_timeout_s(opts.batch_wait_s)
 
-    async def act(self, session_id: str, body: Any) -> dict[str, Any]:
+    async def act(self, session_id: str | None, body: Any) -> dict[str, Any]:
+        """One step; ``session_id`` None: a stateless step (its state in ``body``)."""
+        open_state = None if self.codec is None else self.codec.open
         try:
-            request = parse_step(self.policy, session_id, body)
+            if session_id is None and self.codec is None:
+                raise RequestError(500, "a stateless step reached a replica without a codec")
+            request = parse_step(self.policy, session_id, body, open_state)
         except RequestError as err:
             result = err.payload()
         else:
@@ -73,7 +92,8 @@ class PolicyReplica:
 
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.002)
     async def _step(self, requests: list) -> list[dict[str, Any]]:
-        return step_batch(self.policy, self.ops, self.store, requests, self._count)
+        seal = None if self.codec is None else self.codec.seal
+        return step_batch(self.policy, self.ops, self.store, requests, self._count, seal)
 
     def _count(self, size: int) -> None:
         self.batch_sizes[size] += 1
@@ -94,11 +114,17 @@ class PolicyReplica:
         from rlformer.spaces_codec import space_to_data
 
         info = {k: v for k, v in vars(self.policy.info).items() if k != "training_env"}
+        codec = self.codec
         return jsonable(
             {
                 "observation_space": space_to_data(self.policy.observation_space),
                 "action_space": space_to_data(self.policy.action_space),
                 "info": {**info, "training_env": _env_data(self.policy.info.training_env)},
+                "serving": {
+                    "stateless": codec is not None,
+                    "max_state_chars": None if codec is None else codec.max_chars,
+                    "policy_id": None if codec is None else codec.policy_id,
+                },
             }
         )
 
@@ -122,6 +148,7 @@ class Router:
         # which replica incarnation last held each session (bounded: best effort for old ids)
         self.homes: OrderedDict[str, str] = OrderedDict()
         self.max_homes = 2 * len(replicas) * self.options.max_sessions
+        self._turns = itertools.cycle(range(len(replicas)))  # stateless: replicas in turn
 
     def _replica(self, session_id: str) -> DeploymentHandle:
         digest = hashlib.sha256(session_id.encode()).digest()
@@ -142,6 +169,22 @@ class Router:
             return JSONResponse(await self._health())
         if parts == ["policy"] and method == "GET":
             return JSONResponse(await self._call(self.replicas[0].describe.remote()))
+        if parts == ["act"] and method == "POST":
+            if not self.options.stateless:
+                raise RequestError(
+                    404,
+                    "this server keeps sessions: POST /v1/sessions/ID/act (client-held state "
+                    "needs a server started with --stateless)",
+                    "not_found",
+                )
+            return await self._act_stateless(await self._json(request))
+        if len(parts) in (2, 3) and parts[0] == "sessions" and self.options.stateless:
+            raise RequestError(
+                404,
+                "this server is stateless (--stateless): POST /v1/act with the state of the "
+                "previous answer",
+                "not_found",
+            )
         if len(parts) in (2, 3) and parts[0] == "sessions":
             session_id = parts[1]
             if not _SESSION_ID.match(session_id):
@@ -152,10 +195,14 @@ class Router:
                 gone = await self._call(self._replica(session_id).delete.remote(session_id))
                 self.homes.pop(session_id, None)
                 return JSONResponse({"deleted": bool(gone)})
+        routes = (
+            "POST /v1/act"
+            if self.options.stateless
+            else "POST /v1/sessions/ID/act, DELETE /v1/sessions/ID"
+        )
         raise RequestError(
             404,
-            f"no route {method} {path} (POST /v1/sessions/ID/act, DELETE /v1/sessions/ID, "
-            "GET /v1/health, GET /v1/policy)",
+            f"no route {method} {path} ({routes}, GET /v1/health, GET /v1/policy)",
             "not_found",
         )
 
@@ -211,6 +258,21 @@ class Router:
             self.homes.popitem(last=False)
         return JSONResponse(result)
 
+    async def _act_stateless(self, body: Any) -> JSONResponse:
+        """A step on the next replica in turn; a dead replica's step goes to the next one,
+        since the state travels with the request."""
+        for _ in range(len(self.replicas)):
+            replica = self.replicas[next(self._turns)]
+            try:
+                result = await self._call(replica.act.remote(None, body))
+            except RequestError as err:
+                if err.code != "replica_lost":  # a dead replica: try the next one
+                    raise
+                continue
+            result.pop("incarnation", None)
+            return JSONResponse(result, status_code=result.get("status", 200))
+        raise RequestError(503, "no policy replica is alive; retry shortly", "no_replica")
+
     async def _health(self) -> dict[str, Any]:
         stats = [await self._call(r.stats.remote()) for r in self.replicas]
         histogram: Counter[int] = Counter()
@@ -218,6 +280,7 @@ class Router:
             histogram.update({int(k): v for k, v in s["batch_sizes"].items()})
         return {
             "status": "ok",
+            "mode": "stateless" if self.options.stateless else "sessions",
             "replicas": len(self.replicas),
             "sessions": sum(s["sessions"] for s in stats),
             "batch_sizes": {str(k): histogram[k] for k in sorted(histogram)},
@@ -226,10 +289,21 @@ class Router:
 
 
 def build_app(policy: Policy, options: ServeOptions) -> Any:
-    """The Serve application for ``policy`` (a bound ``Router`` over its replicas)."""
+    """The Serve application for ``policy`` (a bound ``Router`` over its replicas).
+
+    Stateless: the key is made here when none is given, so that every replica shares it, and
+    the router's body limit grows by the longest state blob the policy's state can need.
+    """
+    router_options = dict(asdict(options))
+    if options.stateless:
+        if not options.state_key:
+            options = replace(options, state_key=new_state_key())
+        codec = state_codec(policy, row_ops(policy), options.state_key)
+        router_options["max_body_bytes"] = options.max_body_bytes + codec.max_chars
+    router_options["state_key"] = ""  # the router never opens a blob
     opts = asdict(options)
     replicas = [
         PolicyReplica.options(name=f"PolicyReplica{i}").bind(policy, i, opts)
         for i in range(options.replicas)
     ]
-    return Router.bind(opts, *replicas)
+    return Router.bind(router_options, *replicas)

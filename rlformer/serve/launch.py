@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
@@ -40,9 +41,55 @@ def start(
     from ray import serve
 
     if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
+        _init_ray(address)
     serve.start(http_options={"host": host, "port": port})
     serve.run(build_app(policy, options), name=name, route_prefix=route_prefix)
+
+
+class ClusterError(ConnectionError):
+    """The Ray cluster named by ``--address`` cannot be joined; the message says what to do."""
+
+
+def _init_ray(address: str | None) -> None:
+    """Embedded Ray, or the cluster at ``address`` with a one-line reason when it refuses.
+
+    Ray's ``ray start --head`` turns on token authentication whenever a token exists, but a
+    driver given an explicit address never sends its token unless ``RAY_AUTH_MODE=token``
+    says so, so that a token never leaks to an address typed by mistake: the usual failure.
+    """
+    import ray
+    from ray.exceptions import AuthenticationError
+
+    try:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except ConnectionError as err:
+        if address is None:
+            raise
+        token = (
+            "RAY_AUTH_MODE=token, with the cluster's token in ~/.ray/auth_token, "
+            "RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH"
+        )
+        if any(isinstance(e, AuthenticationError) for e in _causes(err)):
+            raise ClusterError(
+                f"the Ray cluster at {address} requires its authentication token: set {token}"
+            ) from None
+        hint = ""
+        if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+            hint = (
+                "; if it uses token authentication (`ray start` turns it on when a token "
+                f"exists), set {token}"
+            )
+        raise ClusterError(f"cannot join the Ray cluster at {address} ({err}){hint}") from None
+
+
+def _causes(err: BaseException) -> list[BaseException]:
+    """``err`` and what caused it, outermost first (bounded: causes may form a cycle)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = err
+    while current is not None and len(chain) < 16:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
 
 
 def serve_forever(policy: Policy, options: ServeOptions, **kwargs: object) -> None:

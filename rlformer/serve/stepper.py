@@ -6,17 +6,24 @@ sessions can share one ``policy.act`` call and come out exactly as if each had b
 up to float summation order. Two steps of the same session in one batch must not see the same
 old state, so they are split into successive rounds; rows that differ in ``deterministic`` go
 in separate calls, since ``act`` takes one flag for the whole batch.
+
+A step's state comes from the replica's :class:`SessionStore`, or, on a stateless server, from
+the blob the client sent back (:mod:`rlformer.serve.state_blob`); the next state goes back
+the same way.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
+from rlformer.core import Memory
 from rlformer.policies.base import Policy
+from rlformer.policies.decision_transformer import DTContext, DTPolicy
 from rlformer.serve.sessions import SessionStore
 from rlformer.serve.wire import (
     RequestError,
@@ -36,12 +43,14 @@ Result = dict[str, Any]
 class StepRequest:
     """One session's step, already decoded and checked (see :mod:`rlformer.serve.wire`)."""
 
-    session_id: str
+    session_id: str | None  # None: stateless, the state travels with the request
     obs: Any  # one row, leading dimension 1
     episode_start: bool
     reward: float | None = None
     mask: np.ndarray | None = None
     deterministic: bool = True
+    target_return: float | None = None  # return-conditioned policies, at episode start
+    state: Any = None  # stateless: the opened state of the previous step
 
 
 class UnservablePolicy(ValueError):
@@ -50,19 +59,28 @@ class UnservablePolicy(ValueError):
 
 @dataclass
 class RowOps:
-    """How a policy's states are joined into a batch and one row taken back out."""
+    """How a policy's states are joined into a batch and one row taken back out, and a new
+    episode's one-row state made (``initial(target_return)``)."""
 
     cat: Callable[[list[Any]], Any]
     row: Callable[[Any, int], Any]
+    initial: Callable[[float | None], Any]
 
 
 def row_ops(policy: Policy) -> RowOps:
     """The row operations of ``policy``'s state: ``cat`` / ``index`` of PPO's
-    :class:`~rlformer.models.actor_critic.AgentState`, or the batch axes an export's
-    ``policy.json`` declares for its state arrays. Any other state is refused."""
-    state = policy.initial_state(1)
+    :class:`~rlformer.models.actor_critic.AgentState`, the context arrays (and memory) of a
+    Decision Transformer's :class:`DTContext`, or the batch axes an export's ``policy.json``
+    declares for its state arrays. Any other state is refused."""
+    if isinstance(policy, DTPolicy):
+        return _dt_row_ops(policy)
+
+    def initial(target_return: float | None) -> Any:
+        return policy.initial_state(1, target_return=target_return)
+
+    state = initial(0.0)  # any target: only the state's structure matters here
     if hasattr(type(state), "cat") and hasattr(state, "index"):
-        return RowOps(lambda states: type(states[0]).cat(states), _index_row)
+        return RowOps(lambda states: type(states[0]).cat(states), _index_row, initial)
     axes = _export_batch_axes(policy)
     if isinstance(state, dict) and axes is not None and set(axes) == set(state):
         return RowOps(
@@ -70,16 +88,49 @@ def row_ops(policy: Policy) -> RowOps:
                 k: np.concatenate([s[k] for s in states], axis=a) for k, a in axes.items()
             },
             lambda state, row: {k: np.take(v, [row], axis=axes[k]) for k, v in state.items()},
+            initial,
         )
     raise UnservablePolicy(
         f"{policy.info.name}: a {policy.info.kind!r} policy's state "
         f"({type(state).__name__}) cannot be batched per session; `rlformer serve` serves "
-        "PPO checkpoints (GTrXL, LSTM, GRU, MLP torsos) and `rlformer export` directories"
+        "PPO checkpoints (GTrXL, LSTM, GRU, MLP torsos), Decision Transformer checkpoints and "
+        "`rlformer export` directories"
     )
 
 
 def _index_row(state: Any, row: int) -> Any:
     return state.index(slice(row, row + 1))
+
+
+_DT_ARRAYS = [f.name for f in fields(DTContext) if f.name != "memory"]
+
+
+def _dt_row_ops(policy: DTPolicy) -> RowOps:
+    """A DT's context rows: batch-first arrays, and for a memory DT the core's memory, which
+    every row holds from its first step (all slots invalid: the same outputs as no memory), so
+    that rows of any age concatenate and a sealed state always has the same shapes."""
+
+    def initial(target_return: float | None) -> DTContext:
+        state = policy.initial_state(1, target_return=target_return)
+        if policy.carry_memory and state.memory is None:
+            state.memory = policy.model.initial_memory(1, "cpu")
+        return state
+
+    def cat(states: list[DTContext]) -> DTContext:
+        memories = [s.memory for s in states]
+        return DTContext(
+            **{k: np.concatenate([getattr(s, k) for s in states]) for k in _DT_ARRAYS},
+            memory=None if memories[0] is None else Memory.cat(memories),  # type: ignore[arg-type]
+        )
+
+    def row(state: DTContext, index: int) -> DTContext:
+        rows = slice(index, index + 1)
+        return DTContext(
+            **{k: getattr(state, k)[rows].copy() for k in _DT_ARRAYS},
+            memory=None if state.memory is None else state.memory.index(rows),
+        )
+
+    return RowOps(cat, row, initial)
 
 
 def _export_batch_axes(policy: Policy) -> dict[str, int] | None:
@@ -95,11 +146,13 @@ def _export_batch_axes(policy: Policy) -> dict[str, int] | None:
 
 
 def _rounds(requests: list[StepRequest]) -> list[list[int]]:
-    """Indices in rounds where each session appears at most once, in arrival order."""
+    """Indices in rounds where each session appears at most once, in arrival order (stateless
+    steps carry their own state, so they never wait for one another)."""
     rounds: list[list[int]] = []
     for i, request in enumerate(requests):
+        sid = request.session_id
         for round_ in rounds:
-            if all(requests[j].session_id != request.session_id for j in round_):
+            if sid is None or all(requests[j].session_id != sid for j in round_):
                 round_.append(i)
                 break
         else:
@@ -113,15 +166,25 @@ def step_batch(
     store: SessionStore,
     requests: list[StepRequest],
     on_batch: Callable[[int], None] = lambda size: None,
+    seal: Callable[[Any], str] | None = None,
 ) -> list[Result]:
-    """Every request's result, in order; ``on_batch(size)`` hears each ``act`` call's size."""
+    """Every request's result, in order; ``on_batch(size)`` hears each ``act`` call's size.
+    Stateless requests get their next state back sealed by ``seal`` (``{"state": blob}``)."""
     results: list[Result] = [{} for _ in requests]
     for round_ in _rounds(requests):
         for deterministic in (True, False):
             group = [i for i in round_ if requests[i].deterministic == deterministic]
             if group:
-                _step_group(policy, ops, store, requests, group, results, on_batch)
+                _step_group(policy, ops, store, requests, group, results, on_batch, seal)
     return results
+
+
+def _state_of(ops: RowOps, store: SessionStore, request: StepRequest) -> Any:
+    if request.episode_start:
+        return ops.initial(request.target_return)
+    if request.session_id is None:
+        return request.state
+    return store.get(request.session_id)
 
 
 def _step_group(
@@ -132,14 +195,13 @@ def _step_group(
     group: list[int],
     results: list[Result],
     on_batch: Callable[[int], None],
+    seal: Callable[[Any], str] | None,
 ) -> None:
     rows, states = [], []
     for i in group:
         request = requests[i]
         try:
-            state = (
-                policy.initial_state(1) if request.episode_start else store.get(request.session_id)
-            )
+            state = _state_of(ops, store, request)
         except RequestError as err:
             results[i] = err.payload()
             continue
@@ -164,8 +226,16 @@ def _step_group(
         return
     on_batch(len(rows))
     for row, i in enumerate(rows):
-        store.put(requests[i].session_id, ops.row(state, row))
+        session_id, next_state = requests[i].session_id, ops.row(state, row)
         results[i] = {"action": encode_row(actions, row)}
+        if session_id is not None:
+            store.put(session_id, next_state)
+            continue
+        try:
+            assert seal is not None, "a stateless step needs a state codec"
+            results[i]["state"] = seal(next_state)
+        except (AssertionError, TypeError, ValueError) as err:
+            results[i] = RequestError(500, f"cannot seal the state: {err}", "internal").payload()
 
 
 def _rewards(batch: list[StepRequest]) -> np.ndarray | None:
@@ -182,16 +252,34 @@ def _masks(policy: Policy, batch: list[StepRequest]) -> np.ndarray | None:
     return np.stack([np.ones(size, bool) if r.mask is None else r.mask for r in batch])
 
 
-_STEP_KEYS = {"observation", "reward", "episode_start", "action_mask", "deterministic"}
+_STEP_KEYS = {
+    "observation",
+    "reward",
+    "episode_start",
+    "action_mask",
+    "deterministic",
+    "target_return",
+}
 
 
-def parse_step(policy: Policy, session_id: str, body: Any) -> StepRequest:
-    """A ``POST .../act`` body checked against the policy's spaces (400 with the reason)."""
+def parse_step(
+    policy: Policy,
+    session_id: str | None,
+    body: Any,
+    open_state: Callable[[Any], Any] | None = None,
+) -> StepRequest:
+    """A ``POST .../act`` body checked against the policy's spaces (400 with the reason).
+
+    ``session_id`` None is a stateless step: its body also has ``state``, the blob of the
+    previous answer (not needed at ``episode_start: true``), opened by ``open_state``.
+    """
     if not isinstance(body, dict):
         raise RequestError(400, "the body must be a JSON object")
-    unknown = sorted(set(body) - _STEP_KEYS)
+    known = _STEP_KEYS if session_id is not None else _STEP_KEYS | {"state"}
+    unknown = sorted(set(body) - known)
     if unknown:
-        raise RequestError(400, f"unknown fields {unknown} (known: {sorted(_STEP_KEYS)})")
+        hint = "; 'state' is for servers started with --stateless" if "state" in unknown else ""
+        raise RequestError(400, f"unknown fields {unknown} (known: {sorted(known)}){hint}")
     if "observation" not in body:
         raise RequestError(400, "missing field 'observation'")
     flags = {"episode_start": False, "deterministic": True}
@@ -200,11 +288,64 @@ def parse_step(policy: Policy, session_id: str, body: Any) -> StepRequest:
         if not isinstance(value, bool):
             raise RequestError(400, f"{key}: expected true or false")
         flags[key] = value
-    return StepRequest(
+    start, reward = flags["episode_start"], decode_reward(body.get("reward"))
+    _check_conditioning(policy, start, reward, flags["deterministic"])
+    request = StepRequest(
         session_id,
         decode(policy.observation_space, body["observation"]),
-        flags["episode_start"],
-        decode_reward(body.get("reward")),
+        start,
+        reward,
         decode_mask(policy.action_space, body.get("action_mask")),
         flags["deterministic"],
+        _target_return(policy, start, body.get("target_return")),
     )
+    if session_id is None and not start:
+        if body.get("state") is None:
+            raise RequestError(
+                400,
+                "missing field 'state': a stateless server needs the state of the previous "
+                "answer, or episode_start: true",
+            )
+        assert open_state is not None
+        request.state = open_state(body["state"])
+    return request
+
+
+def _check_conditioning(policy: Policy, start: bool, reward: float | None, det: bool) -> None:
+    """What a policy needs beyond an observation, refused here rather than inside a batch."""
+    if policy.info.return_conditioned and not start and reward is None:
+        raise RequestError(
+            400,
+            "reward: a return-conditioned policy needs the reward of its previous action on "
+            "every step after the first",
+        )
+    if not det and policy.info.sampling_problem:
+        raise RequestError(400, f"deterministic: false: {policy.info.sampling_problem}")
+
+
+def _target_return(policy: Policy, start: bool, value: Any) -> float | None:
+    """The return a new episode aims for: read at ``episode_start: true`` only, and only by
+    return-conditioned policies (default: the first target of their config)."""
+    if value is not None:
+        if not policy.info.return_conditioned:
+            raise RequestError(400, "target_return: this policy is not return-conditioned")
+        if not start:
+            raise RequestError(
+                400,
+                "target_return: set at episode_start: true only (the return to go then follows "
+                "the rewards)",
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise RequestError(400, "target_return: expected a finite number")
+        return float(value)
+    if start and policy.info.return_conditioned and not policy.info.default_targets:
+        raise RequestError(
+            400,
+            "target_return: this policy's config names no default target return; give one "
+            "at episode_start: true",
+        )
+    return None

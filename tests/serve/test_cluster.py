@@ -1,0 +1,142 @@
+"""``rlformer serve --address`` on a real Ray cluster: a head node started with ``ray start``
+(its own temp dir, ports and authentication token, so that no other Ray on the machine is
+touched or found), the CLI joining it, and a session acting through HTTP like a separate run."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from rlformer.policies import load_policy
+from tests.serve.test_serve_http import APPS, _checkpoint, _episodes, _free_port, _run_session
+from tests.serve.test_state_blob import reference
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+START_TIMEOUT = 240
+
+
+def _stop(proc: subprocess.Popen, grace: float = 60) -> None:
+    """SIGTERM to a process started in its own session, then SIGKILL to its whole group
+    (``ray start --block`` ends the processes it started when it gets SIGTERM)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # leftovers of this group only
+    proc.wait(10)
+
+
+def _wait_for(condition: object, what: str, log: Path, timeout: float = START_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{what} within {timeout} s; log:\n{log.read_text()[-4000:]}")
+
+
+def _env(**values: str) -> dict[str, str]:
+    """This environment without Ray's address and authentication settings, plus ``values``."""
+    drop = ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, **values}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A one-node Ray cluster (2 CPUs) started with ``ray start --head --block`` and token
+    authentication (Ray's default when a token exists); its address and token."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="rfc", dir="/tmp"))  # short: Ray's socket paths
+    log = tmp_path / "head.log"
+    port = _free_port()
+    ports = {
+        flag: _free_port()
+        for flag in (
+            "node-manager-port",
+            "object-manager-port",
+            "ray-client-server-port",
+            "dashboard-agent-listen-port",
+            "dashboard-agent-grpc-port",
+            "metrics-export-port",
+            "runtime-env-agent-port",
+        )
+    }
+    command = [
+        str(Path(sys.executable).with_name("ray")),
+        "start",
+        "--head",
+        f"--port={port}",
+        "--num-cpus=2",
+        f"--temp-dir={temp_dir}",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        "--block",
+        *(f"--{flag}={value}" for flag, value in ports.items()),
+    ]
+    token = secrets.token_hex(32)
+    env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    with log.open("w") as out:
+        head = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    try:
+        _wait_for(
+            lambda: head.poll() is None and "Ray runtime started" in log.read_text(),
+            "the head node did not start",
+            log,
+        )
+        yield f"127.0.0.1:{port}", token
+    finally:
+        _stop(head)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def test_serve_joins_a_cluster_given_by_address(cluster: tuple[str, str], tmp_path: Path) -> None:
+    address, token = cluster
+    path = _checkpoint(tmp_path, "lstm", APPS["lstm"][0])
+    http_port, log = _free_port(), tmp_path / "serve.log"
+    command = [
+        *(sys.executable, "-m", "rlformer.cli", "serve", str(path)),
+        *("--address", address, "--port", str(http_port), "--replicas", "2"),
+    ]
+    # Ray never sends a token to an explicit address unless told to: one line saying so
+    refused = subprocess.run(
+        command, env=_env(RAY_AUTH_TOKEN=token), capture_output=True, text=True, timeout=300
+    )
+    assert refused.returncode != 0 and "RAY_AUTH_MODE=token" in refused.stderr, refused.stderr
+    env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{http_port}"
+
+    def healthy() -> bool:
+        assert server.poll() is None, f"rlformer serve exited:\n{log.read_text()[-4000:]}"
+        try:
+            return requests.get(f"{url}/v1/health", timeout=5).status_code == 200
+        except requests.RequestException:  # not listening yet, or still deploying
+            return False
+
+    try:
+        _wait_for(healthy, "the app did not answer /v1/health", log)
+        steps = _episodes(3)
+        assert _run_session(url, "on-cluster", steps, 0) == reference(load_policy(path), steps)
+        health = requests.get(f"{url}/v1/health", timeout=30).json()
+        assert health["replicas"] == 2 and health["sessions"] == 1
+    finally:
+        _stop(server)
+    assert server.returncode is not None
