@@ -27,7 +27,7 @@ from rlformer.data.compatibility import check_dataset_fits, dt_space_problem
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.sampling import WindowSampler
 from rlformer.evaluation.dt_runner import run_return_conditioned
-from rlformer.learners.dt import DTLearner
+from rlformer.learners.dt_parallel import ParallelDTLearner, make_dt_learner
 from rlformer.policies.base import PolicyInfo
 from rlformer.policies.decision_transformer import (
     DTPolicy,
@@ -132,7 +132,8 @@ class DT:
         self.iteration = 0
 
     def make_learner(self) -> Any:
-        return DTLearner(self.model, self.cfg.dt, self.device, nonfinite=self.cfg.run.nonfinite)
+        # learner.num_learners > 1: replicas on Ray, started by start()
+        return make_dt_learner(self.model, self.cfg, self.device)
 
     @classmethod
     def dry_run(cls, cfg: TrainConfig) -> str:
@@ -163,10 +164,12 @@ class DT:
         return checkpoint_bytes_estimate(self.model)
 
     def start(self) -> None:
-        pass
+        if isinstance(self.learner, ParallelDTLearner):
+            self.learner.start()
 
     def close(self) -> None:
-        pass
+        if isinstance(self.learner, ParallelDTLearner):
+            self.learner.close()
 
     def restore(self, payload: dict[str, Any], path: Path, trust: bool) -> None:
         load_weights(self.model, payload, path)
@@ -196,6 +199,8 @@ class DT:
         metrics: dict[str, float] = {}
         for _ in range(steps):
             metrics = self.learner.update(self.sample_windows(self.sampler))
+        if isinstance(self.learner, ParallelDTLearner):  # evaluation and checkpoints read it
+            self.learner.sync()
         self.iteration += 1
         return metrics
 

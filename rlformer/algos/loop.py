@@ -40,11 +40,12 @@ from rlformer.config import TrainConfig, dump_config
 from rlformer.core.device import resolve_device
 from rlformer.interrupts import Interrupted, StopRequest
 from rlformer.learners.finite import NonFiniteError
+from rlformer.learners.parallel import LearnerError
 from rlformer.rollout.env_guard import EnvCrash, EnvDataError
 from rlformer.rollout.ray_collector import RolloutError
 from rlformer.runs import MIN_FREE_BYTES, MetricsLogger, RunLock, check_run_root, new_run_dir
 
-RUN_FAILURES = (NonFiniteError, EnvCrash, EnvDataError, RolloutError)
+RUN_FAILURES = (NonFiniteError, EnvCrash, EnvDataError, RolloutError, LearnerError)
 """Problems found while training that stop the run (the CLI prints them as one line)."""
 
 

@@ -29,7 +29,7 @@ from rlformer.checkpoints import (
 )
 from rlformer.config import TrainConfig
 from rlformer.evaluation.runner import EpisodeResults, run_episodes
-from rlformer.learners.ppo import PPOLearner
+from rlformer.learners.ppo_parallel import ParallelPPOLearner, make_ppo_learner
 from rlformer.models.actor_critic import ActorCritic
 from rlformer.models.spaces import SpaceError
 from rlformer.policies.actor_critic import actor_critic_from_payload
@@ -123,14 +123,8 @@ class PPO:
         hint = cpu_learner_hint(cfg, device, self.model)
         if hint is not None:
             log_line(hint)
-        self.learner = PPOLearner(
-            self.model,
-            cfg.ppo,
-            device,
-            self.iterations,
-            seed=cfg.run.seed,
-            nonfinite=cfg.run.nonfinite,
-        )
+        # learner.num_learners > 1: replicas on Ray, started by start()
+        self.learner = make_ppo_learner(self.model, cfg, device, self.iterations)
         self.iteration = 0
         self.collector: Collector | None = None
         self._restored_workers: list[dict[str, Any]] | None = None  # for start()
@@ -158,7 +152,15 @@ class PPO:
         return checkpoint_bytes_estimate(self.model)
 
     def start(self) -> None:
-        self.collector = make_collector(self.cfg)
+        learners = self.learner if isinstance(self.learner, ParallelPPOLearner) else None
+        if learners is not None:  # first: it starts Ray with CPUs for the workers too
+            learners.start()
+        try:
+            self.collector = make_collector(self.cfg)
+        except BaseException:
+            if learners is not None:
+                learners.close()
+            raise
         if self._restored_workers is not None:
             self.collector.set_state(self._restored_workers)
 
@@ -251,6 +253,8 @@ class PPO:
         if self.collector is not None:
             self.collector.close()
             self.collector = None
+        if isinstance(self.learner, ParallelPPOLearner):  # after the workers: it may stop Ray
+            self.learner.close()
 
 
 ALGORITHM = PPO

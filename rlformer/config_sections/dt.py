@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from rlformer.config_sections.base import Section, StrictModel
+from rlformer.config_sections.learner import shares_fit
 from rlformer.config_sections.spec import AlgoConfigSpec
 from rlformer.core.config import CoreConfig
 from rlformer.presets import OFFLINE_SECTIONS
@@ -98,12 +99,18 @@ class DTConfig(StrictModel):
         return value
 
 
+def _shares_fit(cfg: Any) -> None:
+    batch = cfg.dt.batch_size
+    shares_fit(cfg, batch, "windows per batch", f"dt.batch_size={batch}")
+
+
 DT = AlgoConfigSpec(
     name="dt",
     summary="offline Decision Transformer",
     section=Section(DTConfig, "Decision Transformer learner."),
     unread_reason="it configures the Decision Transformers, algo dt and odt",
-    reads=("run", "env", "eval"),
+    reads=("run", "env", "eval", "learner"),
     unread={"model": DT_NETWORK, "rollout": "an offline DT collects no rollouts"},
     preset_sections=OFFLINE_SECTIONS,
+    check=_shares_fit,
 )

@@ -69,6 +69,10 @@ ODT = AlgoConfigSpec(
     section=Section(ODTConfig, "Online Decision Transformer."),
     unread_reason="it configures the online Decision Transformer, algo odt",
     reads=("run", "env", "rollout", "eval", "dt"),
-    unread={"model": DT_NETWORK, "rollout.fragment_length": "an online DT collects whole episodes"},
+    unread={
+        "model": DT_NETWORK,
+        "rollout.fragment_length": "an online DT collects whole episodes",
+        "learner": "an online DT trains in the driver process",
+    },
     preset_sections=OFFLINE_SECTIONS,
 )

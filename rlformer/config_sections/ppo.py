@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from rlformer.config_sections.base import Section, StrictModel
+from rlformer.config_sections.learner import shares_fit
 from rlformer.config_sections.spec import AlgoConfigSpec
 
 
@@ -83,6 +84,13 @@ def _reconstruction_agrees(cfg: Any) -> None:
 def _check(cfg: Any) -> None:
     _minibatches_fit(cfg)
     _reconstruction_agrees(cfg)
+    slots = cfg.rollout.num_workers * cfg.rollout.envs_per_worker
+    shares_fit(
+        cfg,
+        slots // cfg.ppo.num_minibatches,
+        "env slots per minibatch",
+        f"{slots} env slots in ppo.num_minibatches={cfg.ppo.num_minibatches} minibatches",
+    )
 
 
 def _minibatches_fit(cfg: Any) -> None:
@@ -108,7 +116,7 @@ PPO = AlgoConfigSpec(
     summary="online GTrXL-PPO",
     section=Section(PPOConfig, "PPO learner."),
     unread_reason="it configures PPO",
-    reads=("run", "env", "rollout", "model", "eval"),
+    reads=("run", "env", "rollout", "model", "eval", "learner"),
     preset_sections=None,
     async_sampling=True,
     check=_check,

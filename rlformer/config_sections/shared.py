@@ -5,6 +5,7 @@ from __future__ import annotations
 from rlformer.config_sections.base import Section
 from rlformer.config_sections.env import EnvConfig
 from rlformer.config_sections.evaluation import EvalConfig
+from rlformer.config_sections.learner import LearnerConfig
 from rlformer.config_sections.model import ModelConfig
 from rlformer.config_sections.rollout import RolloutConfig
 from rlformer.config_sections.run import RunConfig
@@ -15,6 +16,7 @@ SHARED_SECTIONS: dict[str, Section] = {
     "rollout": Section(RolloutConfig, "Experience collection."),
     "model": Section(ModelConfig, "Network."),
     "eval": Section(EvalConfig, "Final evaluation."),
+    "learner": Section(LearnerConfig, "Learner processes."),
 }
 """The shared top-level keys, in the order a resolved config and ``rlformer config-doc`` list
 them (after ``algo`` and ``preset``; the algorithms' own sections follow). Every algorithm

@@ -3,6 +3,10 @@
 ``update(windows)`` takes one window batch (plain DT) or a list of consecutive windows of the
 same episodes (memory DT): the core's memory is carried from each window into the next
 (detached, as Transformer-XL does), and the loss averages over all windows' real steps.
+
+With ``learner.accumulate = K > 1`` or ``learner.num_learners = N > 1`` the windows are split
+into chunks and replicas whose losses are normalised over the whole batch's real steps (the
+subclass in :mod:`rlformer.learners.dt_shards`): the step is this one up to float rounding.
 """
 
 from __future__ import annotations
@@ -62,14 +66,7 @@ class DTLearner:
             batch = raw.to(self.device)
             if not batch.mask.any():
                 continue
-            out = self.model(
-                batch.states,
-                batch.actions,
-                batch.returns_to_go,
-                batch.timesteps,
-                batch.mask,
-                memory=memory,
-            )
+            out = self.forward(batch, memory)
             memory = out.memory
             losses.append((self.segment_loss(out, batch), batch.mask.sum()))
         total = sum(w for _, w in losses)
@@ -106,6 +103,17 @@ class DTLearner:
             "lr": float(self.schedule.get_last_lr()[0]),
             "nonfinite/skipped_steps": float(self.skipped),
         }
+
+    def forward(self, batch: WindowBatch, memory: Any = None) -> DTOutput:
+        """The model on one window batch, from ``memory`` (a memory DT's previous window)."""
+        return self.model(
+            batch.states,
+            batch.actions,
+            batch.returns_to_go,
+            batch.timesteps,
+            batch.mask,
+            memory=memory,
+        )
 
     def segment_loss(self, out: DTOutput, batch: WindowBatch) -> dict[str, torch.Tensor]:
         """Loss terms of one window batch; ``loss/action`` is the one minimised.

@@ -23,6 +23,13 @@ decoding each step's observation from the actor's latent (the model's decoder,
 :mod:`rlformer.models.reconstruction`; it reads no log-prob, so the ratio stays 1), and
 ``ppo.ent_coef_final`` anneals the entropy weight on the learning rate's schedule.
 
+Each minibatch is one gradient step. With ``learner.accumulate = K > 1`` its rows are processed
+in K chunks whose gradients add up before that step; with ``learner.num_learners = N > 1`` N
+replicas each take a share of its rows and all-reduce their gradients (the subclass in
+:mod:`rlformer.learners.ppo_shards`, driven by :mod:`rlformer.learners.ppo_parallel`). Both
+average every term over the whole minibatch, advantage statistics included, so the step is the
+one-chunk step up to float rounding.
+
 Calling loop::
 
     learner = PPOLearner(model, cfg.ppo, device, iterations)
@@ -31,6 +38,8 @@ Calling loop::
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -151,18 +160,33 @@ def make_sequence_batch(
     )
 
 
+Average = Callable[[torch.Tensor], torch.Tensor]
+"""How :func:`ppo_loss` averages a per-step term: its mean, or its share of a larger batch's."""
+
+
 def ppo_loss(
-    out: EvaluateOutput, batch: SequenceBatch, cfg: PPOConfig, ent_coef: float | None = None
+    out: EvaluateOutput,
+    batch: SequenceBatch,
+    cfg: PPOConfig,
+    ent_coef: float | None = None,
+    average: Average = torch.mean,
+    advantage_scale: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Clipped surrogate + (clipped) value loss - entropy bonus (+ observation reconstruction),
     averaged over all steps.
 
     ``ent_coef``: the entropy weight of this update (``ppo.ent_coef_final`` anneals it); default
-    ``cfg.ent_coef``.
+    ``cfg.ent_coef``. For a share of a minibatch (:mod:`rlformer.learners.ppo_shards`),
+    ``average`` sums a term and divides by the whole minibatch's step count, and
+    ``advantage_scale`` is the whole minibatch's advantage (mean, std), so the shares' losses
+    and metrics add up to the minibatch's.
     """
     ent_coef = cfg.ent_coef if ent_coef is None else ent_coef
     advantages = batch.advantages
-    if cfg.norm_adv and advantages.numel() > 1:
+    if advantage_scale is not None:
+        mean, std = advantage_scale
+        advantages = (advantages - mean) / (std + 1e-8)
+    elif cfg.norm_adv and advantages.numel() > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     log_ratio = out.log_prob - batch.old_log_probs
     ratio = log_ratio.exp()
@@ -171,26 +195,26 @@ def ppo_loss(
     )
     if batch.behaviour_weights is not None:  # decoupled PPO: old_log_probs are pi_prox's
         clipped_terms = batch.behaviour_weights * clipped_terms
-    policy_loss = clipped_terms.mean()
+    policy_loss = average(clipped_terms)
     value_error = (out.value - batch.returns).pow(2)
     if cfg.clip_value:
         clipped = batch.old_values + (out.value - batch.old_values).clamp(
             -cfg.clip_coef, cfg.clip_coef
         )
         value_error = torch.max(value_error, (clipped - batch.returns).pow(2))
-    value_loss = 0.5 * value_error.mean()
-    entropy = out.entropy.mean()
+    value_loss = 0.5 * average(value_error)
+    entropy = average(out.entropy)
     loss = policy_loss + cfg.vf_coef * value_loss - ent_coef * entropy
     reconstruction = None
     if out.reconstruction_error is not None:
-        reconstruction = out.reconstruction_error.mean()
+        reconstruction = average(out.reconstruction_error)
         loss = loss + cfg.reconstruction_coef * reconstruction
     elif cfg.reconstruction_coef > 0:
         raise ValueError("ppo.reconstruction_coef > 0 needs a model built with reconstruction")
     with torch.no_grad():
         # Schulman's low-variance KL estimator: E[(r - 1) - log r].
-        approx_kl = ((ratio - 1) - log_ratio).mean()
-        clip_fraction = ((ratio - 1).abs() > cfg.clip_coef).float().mean()
+        approx_kl = average((ratio - 1) - log_ratio)
+        clip_fraction = average(((ratio - 1).abs() > cfg.clip_coef).float())
         max_ratio_error = (ratio - 1).abs().max()
     metrics = {
         "loss/policy": policy_loss.detach(),
@@ -211,6 +235,9 @@ class PPOLearner:
     A non-finite loss or gradient raises :class:`NonFiniteError` naming the term or parameter
     and the iteration, before the optimiser touches the weights; with ``nonfinite="skip"`` that
     minibatch is skipped instead and counted in ``nonfinite/skipped_minibatches``.
+
+    :class:`~rlformer.learners.ppo_shards.ShardedPPOLearner` computes each step in chunks and
+    replicas (``learner.accumulate``, ``learner.num_learners``); the steps it gives are these.
     """
 
     def __init__(
@@ -251,44 +278,43 @@ class PPOLearner:
 
     def update(self, fragment: Fragment) -> dict[str, float]:
         """Several epochs of minibatch PPO over the fragment's env-slot sequences."""
+        batch, lr, ent_coef = self.begin(fragment)
+
+        def step(rows: torch.Tensor, where: str) -> dict[str, Any] | None:
+            return self.step(batch, rows, len(rows), where, ent_coef)
+
+        tally = run_epochs(self.generator, batch.rewards.shape[0], self.cfg, self.iteration, step)
+        self.finish(fragment)
+        return {**tally.summary(lr, ent_coef), **batch_diagnostics(batch)}
+
+    def begin(self, fragment: Fragment) -> tuple[SequenceBatch, float, float]:
+        """Set this update's learning rate; it, the entropy weight, and the fragment as
+        sequences (clipped around the current weights when older ones sampled it)."""
         lr = self._set_learning_rate()
         ent_coef = self._entropy_coef()
         batch = make_sequence_batch(fragment, self.cfg, self.device, self._return_rewards(fragment))
-        num_rows = batch.rewards.shape[0]
         self.model.train()
         stale = fragment.policy_version != self.iteration  # sampled by older weights
         if stale and self.cfg.decoupled_clip:
             batch = self._decoupled(batch)
-        sums: dict[str, float] = {}
-        count = 0
-        first_epoch_ratio_error = 0.0
-        skipped = 0
-        for epoch in range(self.cfg.update_epochs):
-            order = torch.randperm(num_rows, generator=self.generator)
-            stop = False
-            for minibatch, rows in enumerate(torch.tensor_split(order, self.cfg.num_minibatches)):
-                where = (
-                    f"PPO update {self.iteration + 1}, epoch {epoch + 1}, minibatch {minibatch + 1}"
-                )
-                metrics = self._minibatch_step(batch.rows(rows.to(self.device)), where, ent_coef)
-                if metrics is None:
-                    skipped += 1
-                    continue
-                if epoch == 0 and count == 0:
-                    # Before any gradient step the ratio must be exactly 1 (memory alignment check;
-                    # with memory_gradient_steps it measures how far recomputed memory drifted).
-                    first_epoch_ratio_error = float(metrics["ppo/max_ratio_error"])
-                for key, value in metrics.items():
-                    sums[key] = sums.get(key, 0.0) + float(value)
-                count += 1
-                if (
-                    self.cfg.target_kl is not None
-                    and float(metrics["ppo/approx_kl"]) > self.cfg.target_kl
-                ):
-                    stop = True
-                    break
-            if stop:
-                break
+        return batch, lr, ent_coef
+
+    def step(
+        self,
+        batch: SequenceBatch,
+        rows: torch.Tensor,
+        total_rows: int,
+        where: str,
+        ent_coef: float,
+    ) -> dict[str, Any] | None:
+        """The gradient step of a minibatch of ``total_rows`` rows of ``batch``, of which this
+        learner holds ``rows`` (all of them here; a share for one of several replicas); its
+        metrics, or None when it was skipped (see :meth:`_minibatch_step`)."""
+        return self._minibatch_step(batch.rows(rows.to(self.device)), where, ent_coef)
+
+    def finish(self, fragment: Fragment) -> None:
+        """Count the update, check the weights, and merge what the workers saw into the
+        normalisers."""
         self.iteration += 1
         bad_parameter = nonfinite_parameter(self.model)
         if bad_parameter is not None:
@@ -296,13 +322,6 @@ class PPOLearner:
         # The workers normalised with the statistics of this version; what they saw joins the
         # statistics only now, after the update (so the ratio above stays exactly 1).
         self.model.merge_statistics(fragment.statistics)
-        result = {key: value / max(count, 1) for key, value in sums.items()}
-        result["nonfinite/skipped_minibatches"] = float(skipped)
-        result.pop("ppo/max_ratio_error", None)
-        result["ppo/first_minibatch_ratio_error"] = first_epoch_ratio_error
-        result["lr"] = lr
-        result["ent_coef"] = ent_coef
-        return {**result, **_batch_diagnostics(batch)}
 
     def _minibatch_step(
         self, mb: SequenceBatch, where: str, ent_coef: float | None = None
@@ -379,7 +398,66 @@ class PPOLearner:
         self.generator.set_state(state["generator"])
 
 
-def _batch_diagnostics(batch: SequenceBatch) -> dict[str, float]:
+Step = Callable[[torch.Tensor, str], dict[str, Any] | None]
+"""One minibatch's gradient step: given its env rows and where it is (for error messages), its
+metrics, or None when a non-finite loss or gradient was skipped."""
+
+
+@dataclass
+class EpochTally:
+    """The metrics of one update's minibatch steps, summed."""
+
+    sums: dict[str, float] = field(default_factory=dict)
+    count: int = 0
+    first_ratio_error: float = 0.0
+    skipped: int = 0
+
+    def add(self, metrics: dict[str, Any], first_epoch: bool) -> None:
+        if first_epoch and self.count == 0:
+            # Before any gradient step the ratio must be exactly 1 (memory alignment check;
+            # with memory_gradient_steps it measures how far recomputed memory drifted).
+            self.first_ratio_error = float(metrics["ppo/max_ratio_error"])
+        for key, value in metrics.items():
+            self.sums[key] = self.sums.get(key, 0.0) + float(value)
+        self.count += 1
+
+    def summary(self, lr: float, ent_coef: float) -> dict[str, float]:
+        """Per-minibatch means, ready to log with the update's learning rate and entropy
+        weight."""
+        result = {key: value / max(self.count, 1) for key, value in self.sums.items()}
+        result["nonfinite/skipped_minibatches"] = float(self.skipped)
+        result.pop("ppo/max_ratio_error", None)
+        result["ppo/first_minibatch_ratio_error"] = self.first_ratio_error
+        result["lr"] = lr
+        result["ent_coef"] = ent_coef
+        return result
+
+
+def run_epochs(
+    generator: torch.Generator, num_rows: int, cfg: PPOConfig, iteration: int, step: Step
+) -> EpochTally:
+    """``ppo.update_epochs`` passes over ``num_rows`` env rows in ``ppo.num_minibatches`` random
+    minibatches, ``step`` taking each; stops early past ``ppo.target_kl``.
+
+    ``generator`` draws one permutation per epoch started, so one learner and a group of
+    replicas driven from here consume it alike.
+    """
+    tally = EpochTally()
+    for epoch in range(cfg.update_epochs):
+        order = torch.randperm(num_rows, generator=generator)
+        for minibatch, rows in enumerate(torch.tensor_split(order, cfg.num_minibatches)):
+            where = f"PPO update {iteration + 1}, epoch {epoch + 1}, minibatch {minibatch + 1}"
+            metrics = step(rows, where)
+            if metrics is None:
+                tally.skipped += 1
+                continue
+            tally.add(metrics, epoch == 0)
+            if cfg.target_kl is not None and float(metrics["ppo/approx_kl"]) > cfg.target_kl:
+                return tally
+    return tally
+
+
+def batch_diagnostics(batch: SequenceBatch) -> dict[str, float]:
     """How well the rollout's values predicted the returns and, for a batch sampled by older
     weights, how far the weights moved since (0: not at all)."""
     result = {}

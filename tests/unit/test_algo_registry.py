@@ -27,7 +27,11 @@ def _toy(**changes: object) -> AlgoConfigSpec:
         "section": Section(ToyConfig, "Toy learner."),
         "unread_reason": "it configures the toy",
         "reads": ("run", "env", "eval"),
-        "unread": {"model": "a toy has no network", "rollout": "a toy collects nothing"},
+        "unread": {
+            "model": "a toy has no network",
+            "rollout": "a toy collects nothing",
+            "learner": "a toy learns in one process",
+        },
         "preset_sections": (),
     }
     return AlgoConfigSpec(**{**fields, **changes})
