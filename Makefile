@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 PIP_CONSTRAINT_FLAG := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
 PYTEST_ARGS ?=
 
-.PHONY: install quickstart test test-fast lint bench clean
+.PHONY: install quickstart test test-fast lint bench peer-cleanrl clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ lint: install
 bench: install
 	$(BIN)/pip install --quiet $(PIP_CONSTRAINT_FLAG) -e ".[dev,bench]"
 	$(BIN)/python scripts/bench/core.py
+
+## CleanRL's ppo_trxl in its own venv, as a peer on POPGym (scripts/bench/peers/cleanrl_trxl.py):
+## make peer-cleanrl CLEANRL_GIT=<git dir of a vwxyzjn/cleanrl copy> [PEER_DIR=... PEER_VENV=...]
+peer-cleanrl:
+	CLEANRL_GIT="$(CLEANRL_GIT)" PEER_DIR="$(PEER_DIR)" PEER_VENV="$(PEER_VENV)" \
+		bash scripts/bench/peers/setup_cleanrl.sh
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
