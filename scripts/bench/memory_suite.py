@@ -41,6 +41,7 @@ from rlformer.checkpoints import CheckpointError
 from rlformer.config import TrainConfig, load_config, load_saved_config
 from rlformer.evaluation.runner import run_policy_episodes
 from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
+from rlformer.policies.registry import load_policy
 from rlformer.policies.sb3 import SB3Policy
 from rlformer.rollout.env_factory import env_from_config
 from rlformer.runs import read_metrics
@@ -216,6 +217,9 @@ class Result:
     resumed: bool = False
     timed_steps: int | None = None  # env steps `seconds` covers; None: all of env_steps
     mmer: float | None = None  # max of the curve (see mmer()); filled in from it when None
+    # The final evaluation's episodes played again with the other kind of action (sampled
+    # where `score` is greedy, greedy where it samples); None on rows from before, SB3 rows.
+    score_other_mode: float | None = None
 
     def __post_init__(self) -> None:
         if self.mmer is None:
@@ -433,6 +437,7 @@ def run_rlformer(
         result = train(cfg, on_iteration=clock.tick)
     assert result.evaluation is not None
     seconds, timed_steps = _timing(clock, result, resumed=previous is not None)
+    other_mode = other_mode_score(result.run_dir, episodes)
     return Result(
         name,
         agent,
@@ -446,7 +451,30 @@ def run_rlformer(
         budget=steps,
         resumed=previous is not None,
         timed_steps=timed_steps,
+        score_other_mode=other_mode,
     )
+
+
+def other_mode_score(run_dir: Path, episodes: int) -> float:
+    """The final weights' mean return on the final evaluation's episodes with the other kind
+    of action than the config evaluates with.
+
+    Greedy play of a policy that has not learned the task can sit below random play where
+    repeating one action is punished (Concentration's same two cards, Battleship's same
+    square), while POPGym's published MMER comes from sampled training episodes: rows carry
+    both, so a score "at chance" can be read either way.
+    """
+    policy = load_policy(str(run_dir))
+    cfg = load_saved_config(run_dir / "config.yaml")
+    results = run_policy_episodes(
+        policy,
+        cfg.env,
+        episodes,
+        cfg.eval.num_envs,
+        seed=cfg.run.seed + FINAL_EVAL_SEED_OFFSET,
+        deterministic=not cfg.eval.deterministic,
+    )
+    return float(results.summary()["return_mean"])
 
 
 def _timing(
@@ -672,7 +700,7 @@ def report(results: list[Result], plots: Path | None) -> None:
         print(f"\n{_title(name, budget)}" if several else f"\n{name}")
         print(
             f"  {'agent':14s} {'seeds':>5s} {'mean [95% CI]':>26s} {'IQM [95% CI]':>26s} "
-            f"{'MMER':>7s} {'success':>7s} {'steps/s':>8s} {'vs RPPO':>7s}"
+            f"{'MMER':>7s} {'other':>7s} {'success':>7s} {'steps/s':>8s} {'vs RPPO':>7s}"
         )
         for row in agent_rows(rows, AGENTS, "recurrent_ppo"):
             s = row.scores
@@ -680,11 +708,14 @@ def report(results: list[Result], plots: Path | None) -> None:
             rates = [r.success_rate for r in row.results]
             success = "-" if None in rates else f"{100 * np.mean(rates):.1f}%"
             peak = "-" if row.mmer is None else f"{row.mmer:.3f}"
+            # "other": the mean over seeds of the evaluation with the other kind of action
+            others = [r.score_other_mode for r in row.results]
+            other = "-" if None in others else f"{np.mean(others):.3f}"
             print(
                 f"  {row.agent:14s} {len(row.results):5d} "
                 f"{s.mean:8.3f} [{s.mean_ci[0]:7.3f}, {s.mean_ci[1]:7.3f}] "
-                f"{s.iqm:8.3f} [{s.iqm_ci[0]:7.3f}, {s.iqm_ci[1]:7.3f}] {peak:>7s} {success:>7s} "
-                f"{row.steps_per_s:8.0f} {row.ratio}"
+                f"{s.iqm:8.3f} [{s.iqm_ci[0]:7.3f}, {s.iqm_ci[1]:7.3f}] {peak:>7s} {other:>7s} "
+                f"{success:>7s} {row.steps_per_s:8.0f} {row.ratio}"
             )
         if plots is not None:
             task = TASKS.get(name)
