@@ -31,6 +31,8 @@ def test_preset_fills_what_the_config_leaves_out(tmp_path: Path) -> None:
     assert (cfg.rollout.envs_per_worker, cfg.rollout.fragment_length) == (16, 64)
     assert (cfg.ppo.learning_rate, cfg.ppo.ent_coef, cfg.ppo.total_steps) == (5e-4, 0.01, 200_000)
     assert cfg.model.core.memory_length == 64 and cfg.model.recurrent_hidden == 64
+    assert cfg.model.core.episode_clock  # the popgym preset's own; the default is off
+    assert not load_config(None).model.core.episode_clock
     # Keys no preset names keep the ordinary defaults.
     assert cfg.ppo.gamma == load_config(None).ppo.gamma
 
