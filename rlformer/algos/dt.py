@@ -3,6 +3,9 @@
 The checkpoint carries everything evaluation needs without the dataset: weights, the resolved
 config, state-normalisation statistics, the return scale and the action bounds. One iteration is
 ``dt.log_every`` gradient steps.
+
+Any observation space PPO's encoders take (images, discrete leaves, Dict / Tuple) and any of
+Box, Discrete, MultiDiscrete and MultiBinary actions: :mod:`rlformer.models.dt_spaces`.
 """
 
 from __future__ import annotations
@@ -28,11 +31,14 @@ from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.sampling import WindowSampler
 from rlformer.evaluation.dt_runner import run_return_conditioned
 from rlformer.learners.dt_parallel import ParallelDTLearner, make_dt_learner
+from rlformer.models.dt_spaces import StateLayout, action_kind, model_actions
+from rlformer.models.spaces import SpaceError
 from rlformer.policies.base import PolicyInfo
 from rlformer.policies.decision_transformer import (
     DTPolicy,
     action_bounds,
     build_dt,
+    dt_encoder,
     sampling_problem,
 )
 from rlformer.rollout.env_factory import EnvError, describe_env, env_from_config
@@ -40,15 +46,32 @@ from rlformer.runs import check_run_root
 
 
 def normalized_actions(
-    dataset: Dataset, low: np.ndarray | None, high: np.ndarray | None
+    dataset: Dataset,
+    low: np.ndarray | None,
+    high: np.ndarray | None,
+    space: gym.Space | None = None,
 ) -> Dataset:
-    """Actions rescaled from the env's Box bounds to [-1, 1], the range of the DT's tanh head."""
-    if low is None or high is None:
-        return dataset
+    """Actions as the DT predicts them: Box actions rescaled from the env's bounds to [-1, 1],
+    the range of the DT's tanh head; with ``space`` also indices from 0 (Discrete and
+    MultiDiscrete spaces numbered from another ``start``) and MultiBinary bits as floats."""
+    if space is None or action_kind(space) == "box":
+        if low is None or high is None:
+            return dataset
+
+        def convert(actions: np.ndarray) -> np.ndarray:
+            return 2.0 * (actions - low) / (high - low) - 1.0
+
+    elif isinstance(space, gym.spaces.Discrete) and space.start == 0:
+        return dataset  # indices already: the sampler reads them as they are
+    else:
+
+        def convert(actions: np.ndarray) -> np.ndarray:
+            return model_actions(actions, space)
+
     episodes = [
         Episode(
             e.observations,
-            2.0 * (e.actions - low) / (high - low) - 1.0,
+            convert(e.actions),
             e.rewards,
             e.terminated,
             e.truncated,
@@ -81,10 +104,18 @@ def episode_return_range(dataset: Dataset) -> dict[str, float]:
 def refuse_unusable_spaces(
     cfg: TrainConfig, observation_space: gym.Space, action_space: gym.Space
 ) -> None:
-    """:class:`EnvError` naming the env and the fix if a DT cannot take its spaces."""
+    """:class:`EnvError` naming the env, the leaf and the fix if a DT cannot take its spaces
+    (an image too small for ``dt.cnn`` included)."""
     problem = dt_space_problem(observation_space, action_space)
+    if problem is None:
+        try:
+            dt_encoder(cfg, StateLayout(observation_space))
+        except SpaceError as err:
+            problem = str(err)
     if problem is not None:
-        raise EnvError(f"{describe_env(cfg.env)}: algo {cfg.algo} cannot take {problem}")
+        raise EnvError(
+            f"{describe_env(cfg.env)}: algo {cfg.algo} cannot take its spaces: {problem}"
+        )
 
 
 def _tensor_or_none(array: np.ndarray | None) -> torch.Tensor | None:
@@ -104,17 +135,17 @@ class DT:
         env.close()
         refuse_unusable_spaces(cfg, self.observation_space, self.action_space)
         self.low, self.high = action_bounds(self.action_space)
-        self.discrete = isinstance(self.action_space, gym.spaces.Discrete)
+        # Discrete and MultiDiscrete actions are indices (int64 windows), others floats.
+        self.discrete = action_kind(self.action_space) in ("discrete", "multidiscrete")
+        self.layout = StateLayout(self.observation_space)
         raw = load_dataset(cfg.dt.dataset)
         check_dataset_fits(raw, self.observation_space, self.action_space, cfg.env.id)
-        dataset = normalized_actions(raw, self.low, self.high)
+        dataset = normalized_actions(raw, self.low, self.high, self.action_space)
         self.dataset = dataset
         self.dataset_returns = episode_return_range(dataset)
-        self.sampler = WindowSampler(
-            dataset, cfg.dt.context, cfg.dt.return_scale, discrete_actions=self.discrete
-        )
+        self.sampler = self.window_sampler(dataset)
         torch.manual_seed(cfg.run.seed)
-        self.model = build_dt(cfg, self.observation_space, self.action_space)
+        self.model = build_dt(cfg, self.observation_space, self.action_space, self.layout)
         problem = sampling_problem(self.model)
         if not cfg.eval.deterministic and problem is not None:
             raise ConfigError(
@@ -130,6 +161,20 @@ class DT:
             "action_high": _tensor_or_none(self.high),
         }
         self.iteration = 0
+
+    def window_sampler(
+        self, dataset: Dataset, state_stats: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> WindowSampler:
+        """Windows of ``dataset`` as this run's model reads them, standardised with
+        ``state_stats`` (mean, std) or the dataset's own statistics."""
+        return WindowSampler(
+            dataset,
+            self.cfg.dt.context,
+            self.cfg.dt.return_scale,
+            discrete_actions=self.discrete,
+            state_stats=state_stats,
+            layout=self.layout,
+        )
 
     def make_learner(self) -> Any:
         # learner.num_learners > 1: replicas on Ray, started by start()

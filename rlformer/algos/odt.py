@@ -41,13 +41,23 @@ from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.sampling import WindowSampler
 from rlformer.data.trajectory_buffer import CapacityChanged, TrajectoryBuffer
 from rlformer.learners.odt import ODTLearner
+from rlformer.learners.odt_parallel import ParallelODTLearner, make_odt_learner
 from rlformer.policies.decision_transformer import stored_array
 from rlformer.rollout.collector import Collector, make_collector
 from rlformer.rollout.worker_spec import WorkerSpec
 
 # What must match between odt.init_from's checkpoint and this run for its weights to mean the
 # same thing here.
-MATCHING_DT_SETTINGS = ("core", "context", "max_timestep", "return_scale", "memory_segments")
+MATCHING_DT_SETTINGS = (
+    "core",
+    "context",
+    "max_timestep",
+    "return_scale",
+    "memory_segments",
+    "cnn",
+    "cnn_features",
+    "image_scale",
+)
 
 
 def initial_policy(
@@ -100,9 +110,9 @@ class ODT(DT):
         self.collector: Collector | None = None
         self._restored_workers: list[Any] | None = None  # for start()
 
-    def make_learner(self) -> ODTLearner:
-        cfg = self.cfg
-        return ODTLearner(self.model, cfg.dt, cfg.odt, self.device, nonfinite=cfg.run.nonfinite)
+    def make_learner(self) -> ODTLearner | ParallelODTLearner:
+        # learner.num_learners > 1 (or learner.device / resources): replicas on Ray
+        return make_odt_learner(self.model, self.cfg, self.device)
 
     @classmethod
     def _check_against_env(
@@ -129,29 +139,26 @@ class ODT(DT):
     def _use_state_stats(self, stats: dict[str, Any]) -> None:
         """Normalise states with a checkpoint's statistics instead of this dataset's."""
         mean, std = stored_array(stats["state_mean"]), stored_array(stats["state_std"])
-        self.sampler = WindowSampler(
-            self.dataset,
-            self.cfg.dt.context,
-            self.cfg.dt.return_scale,
-            discrete_actions=self.discrete,
-            state_stats=(mean, std),
-        )
+        self.sampler = self.window_sampler(self.dataset, (mean, std))
         self.normalization |= {"state_mean": stats["state_mean"], "state_std": stats["state_std"]}
 
     def sampler_over(self, episodes: list[Episode], name: str) -> WindowSampler:
         """Windows of ``episodes``, normalised with the offline data's state statistics."""
-        return WindowSampler(
-            Dataset(episodes, name),
-            self.cfg.dt.context,
-            self.cfg.dt.return_scale,
-            discrete_actions=self.discrete,
-            state_stats=(self.sampler.state_mean, self.sampler.state_std),
-        )
+        stats = (self.sampler.state_mean, self.sampler.state_std)
+        return self.window_sampler(Dataset(episodes, name), stats)
 
     # ------------------------------------------------------------ run-loop protocol
     def start(self) -> None:
+        super().start()  # learners on Ray first: they start Ray with CPUs for the workers too
+        try:
+            self._start_workers()
+        except BaseException:
+            super().close()
+            raise
+
+    def _start_workers(self) -> None:
         if self.cfg.odt.online_steps == 0:
-            return  # pretraining only: no rollout workers (nor Ray) to start
+            return  # pretraining only: no rollout workers to start
         spec = WorkerSpec(
             EpisodeWorker,
             (
@@ -174,6 +181,7 @@ class ODT(DT):
         if self.collector is not None:
             self.collector.close()
             self.collector = None
+        super().close()  # after the workers: the learners may stop Ray
 
     @property
     def online(self) -> bool:
@@ -193,9 +201,15 @@ class ODT(DT):
             metrics: dict[str, float] = {}
             for _ in range(steps):
                 metrics = self.learner.update(self.sample_windows(self.sampler))
+            self._sync()
             self.iteration += 1
             return metrics
         return self._online_iteration()
+
+    def _sync(self) -> None:
+        """Replica 0's weights into the driver's model (rollouts, evaluation, checkpoints)."""
+        if isinstance(self.learner, ParallelODTLearner):
+            self.learner.sync()
 
     def _online_iteration(self) -> dict[str, float]:
         assert self.collector is not None
@@ -211,6 +225,7 @@ class ODT(DT):
         metrics: dict[str, float] = {}
         for _ in range(self.cfg.odt.updates_per_iteration):
             metrics = self.learner.update(self.sample_windows(buffer_sampler))
+        self._sync()
         self.iteration += 1
         returns = [e.episode_return for e in batch.episodes]
         buffer_returns = [e.episode_return for e in self.buffer.episodes]

@@ -20,6 +20,7 @@ import torch
 from rlformer.config import TrainConfig
 from rlformer.data.episodes import Episode
 from rlformer.evaluation.dt_runner import play_return_conditioned
+from rlformer.models.spaces import Tree
 from rlformer.policies.decision_transformer import DTPolicy, build_dt
 from rlformer.rollout.env_factory import env_from_config
 from rlformer.rollout.env_guard import EnvDataError, EnvGuard
@@ -81,8 +82,10 @@ class EpisodeWorker(WorkerProcess):
         # building it must not draw from the learner's RNG (in-process workers share it), so a
         # run that starts its workers late (after pretraining only) continues exactly like one
         # that started them at once.
+        observation_space = self.envs[0].observation_space
+        action_space = self.envs[0].action_space
         with torch.random.fork_rng(devices=[]):
-            model = build_dt(cfg, self.envs[0].observation_space, self.envs[0].action_space)
+            model = build_dt(cfg, observation_space, action_space)
         self.policy = DTPolicy(
             model,
             normalization["state_mean"],
@@ -93,6 +96,8 @@ class EpisodeWorker(WorkerProcess):
             normalization["action_low"],
             normalization["action_high"],
             history=cfg.dt.act_context,
+            observation_space=observation_space,
+            action_space=action_space,
         )
         self.env_id = cfg.env.id
         self.target_return = target_return
@@ -114,7 +119,8 @@ class EpisodeWorker(WorkerProcess):
         self.round += 1
         episodes = []
         for slot, p in enumerate(played):
-            if not (np.isfinite(p.observations).all() and np.isfinite(p.rewards).all()):
+            finite = all(np.isfinite(leaf).all() for leaf in _leaves(p.observations))
+            if not (finite and np.isfinite(p.rewards).all()):
                 raise EnvDataError(
                     f"env {self.env_id!r} returned a NaN or infinite observation or reward on "
                     f"rollout worker {self.worker_index}, env slot {slot}"
@@ -146,3 +152,7 @@ class EpisodeWorker(WorkerProcess):
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def _leaves(observations: Tree) -> list[np.ndarray]:
+    return list(observations.values()) if isinstance(observations, dict) else [observations]

@@ -7,7 +7,7 @@ the algorithm's code, since :mod:`rlformer.config` imports it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -51,6 +51,26 @@ class DTConfig(StrictModel):
     return_scale: float = Field(1000.0, gt=0, description="Returns-to-go are divided by this.")
     core: CoreConfig = Field(default_factory=dt_core, description="Attention core of the DT.")
     max_timestep: int = Field(4096, ge=1, description="Size of the timestep embedding table.")
+    cnn: Literal["nature", "impala", "minatar"] = Field(
+        "nature",
+        description="Encoder of image observation leaves (uint8 or bool, HWC/CHW), as model.cnn "
+        "for PPO: Nature-DQN CNN (36x36 and up), IMPALA ResNet (any size) or MinAtar's one 3x3 "
+        "convolution (small grids). Other leaves: non-image Box standardised with the data's "
+        "statistics, Discrete / MultiDiscrete one-hot, MultiBinary as bits; Dict / Tuple leaves "
+        "concatenated.",
+    )
+    cnn_features: int = Field(
+        512,
+        ge=1,
+        description="Features out of each image encoder (with cnn: minatar 128 unless set, as "
+        "in the MinAtar paper).",
+    )
+    image_scale: float = Field(
+        255.0,
+        gt=0,
+        description="uint8 image leaves are divided by this before the CNN: 255 for camera "
+        "pixels; the largest code for symbolic grids (MiniGrid: 10).",
+    )
     batch_size: int = Field(64, ge=1, description="Windows per gradient step.")
     learning_rate: float = Field(1e-4, gt=0, description="AdamW learning rate.")
     weight_decay: float = Field(1e-4, ge=0, description="AdamW weight decay.")
@@ -88,6 +108,13 @@ class DTConfig(StrictModel):
                 "act_context is for a plain DT: a memory DT (memory_segments > 0) acts on whole "
                 "K-step windows as it was trained; unset one of them"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _minatar_features_unless_asked(self) -> DTConfig:
+        # MinAtar's published network has a dense layer of 128 after its convolution.
+        if self.cnn == "minatar" and "cnn_features" not in self.model_fields_set:
+            self.cnn_features = 128
         return self
 
     @field_validator("core", mode="before")

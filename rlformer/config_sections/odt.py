@@ -7,10 +7,13 @@ the algorithm's code, since :mod:`rlformer.config` imports it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from rlformer.config_sections.base import Section, StrictModel
 from rlformer.config_sections.dt import DT_NETWORK
+from rlformer.config_sections.learner import shares_fit
 from rlformer.config_sections.spec import AlgoConfigSpec
 from rlformer.presets import OFFLINE_SECTIONS
 
@@ -63,16 +66,21 @@ class ODTConfig(StrictModel):
     )
 
 
+def _shares_fit(cfg: Any) -> None:
+    batch = cfg.dt.batch_size
+    shares_fit(cfg, batch, "windows per batch", f"dt.batch_size={batch}")
+
+
 ODT = AlgoConfigSpec(
     name="odt",
     summary="Online Decision Transformer (DT fine-tuned on its own rollouts)",
     section=Section(ODTConfig, "Online Decision Transformer."),
     unread_reason="it configures the online Decision Transformer, algo odt",
-    reads=("run", "env", "rollout", "eval", "dt"),
+    reads=("run", "env", "rollout", "eval", "dt", "learner"),
     unread={
         "model": DT_NETWORK,
         "rollout.fragment_length": "an online DT collects whole episodes",
-        "learner": "an online DT trains in the driver process",
     },
     preset_sections=OFFLINE_SECTIONS,
+    check=_shares_fit,
 )

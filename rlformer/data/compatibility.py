@@ -4,6 +4,8 @@ Data from a task with other observation or action sizes (Hopper data with ``env.
 Walker2d, say) would otherwise fail deep inside numpy with a broadcasting error, or, for a
 discrete task, train on action indices the env does not have. The sizes are all that can be
 checked: data from another task with the same sizes (Hopper-v4 against Hopper-v5) is allowed.
+Observations of Dict / Tuple spaces are checked leaf by leaf (the keys, each leaf's shape, a
+discrete leaf's values), and a mismatch is one line naming the leaf.
 """
 
 from __future__ import annotations
@@ -16,31 +18,33 @@ import numpy as np
 
 from rlformer.data.episodes import Dataset
 from rlformer.data.errors import DatasetError
+from rlformer.models.dt_spaces import reads_flat
+from rlformer.models.spaces import (
+    SpaceError,
+    check_action_space,
+    check_observation_space,
+    image_layout,
+    is_composite,
+    leaf_spaces,
+)
 
 
 def dt_space_problem(observation_space: gym.Space, action_space: gym.Space) -> str | None:
     """Why a DT cannot take these spaces, with the fix; None when it can.
 
-    A DT's state token is one flat vector and its action head predicts one Discrete or Box
-    action (the D4RL layout stores them that way too); PPO's encoders take any space.
+    A DT takes what PPO's encoders and distributions take: any Box, Discrete, MultiDiscrete or
+    MultiBinary observation leaf (in Dict / Tuple spaces too) and one Box, Discrete,
+    MultiDiscrete or MultiBinary action.
     """
     problems = []
-    if not isinstance(observation_space, gym.spaces.Box | gym.spaces.Discrete):
-        problems.append(
-            f"{type(observation_space).__name__} observations (a DT takes Box or Discrete ones: "
-            "flatten them with env.wrappers, e.g. gymnasium.wrappers:FlattenObservation, or a "
-            "family preset such as preset: minigrid)"
-        )
-    if not isinstance(action_space, gym.spaces.Box | gym.spaces.Discrete):
-        problems.append(
-            f"{type(action_space).__name__} actions (a DT predicts one Box or Discrete action; "
-            "algo ppo takes any action space)"
-        )
-    elif isinstance(action_space, gym.spaces.Discrete) and action_space.start != 0:
-        problems.append(
-            f"Discrete actions numbered from {action_space.start} (a DT predicts indices from "
-            "0; renumber them with an action wrapper, or use algo ppo)"
-        )
+    for check, space in (
+        (check_observation_space, observation_space),
+        (check_action_space, action_space),
+    ):
+        try:
+            check(space)
+        except SpaceError as err:
+            problems.append(str(err))
     return "; ".join(problems) or None
 
 
@@ -51,29 +55,20 @@ def _sizes(observations: int, actions: str) -> str:
 def check_dataset_fits(
     dataset: Dataset, observation_space: gym.Space, action_space: gym.Space, env_id: str
 ) -> None:
-    """Raise :class:`DatasetError` naming both sizes if ``dataset`` was not recorded on a task
-    shaped like ``env_id``'s spaces."""
+    """Raise :class:`DatasetError` naming both sizes (or the leaf that differs) if ``dataset``
+    was not recorded on a task shaped like ``env_id``'s spaces."""
     first = dataset.episodes[0]  # the loaders give every episode the same shapes
-    data_obs = int(np.prod(first.observations.shape[1:]))
-    data_act = int(np.prod(first.actions.shape[1:]))
-    env_obs = int(np.prod(observation_space.shape))
-    problem = None
-    if isinstance(action_space, gym.spaces.Discrete):
-        env_sizes = _sizes(env_obs, f"{action_space.n} discrete actions")
-        integral = all(np.array_equal(e.actions, np.round(e.actions)) for e in dataset.episodes)
-        low = min(float(e.actions.min()) for e in dataset.episodes if len(e))
-        high = max(float(e.actions.max()) for e in dataset.episodes if len(e))
-        if data_obs != env_obs or data_act != 1 or not integral:
-            problem = _sizes(data_obs, f"{data_act}-value actions")
-        elif low < 0 or high >= action_space.n:
-            problem = _sizes(data_obs, f"action indices {low:g}..{high:g}")
+    if reads_flat(observation_space) and not isinstance(first.observations, dict):
+        data_obs = int(np.prod(first.observations.shape[1:]))
+        env_obs = int(np.prod(observation_space.shape))
+        found = _action_problem(dataset, action_space, (data_obs, env_obs))
     else:
-        env_act = int(np.prod(action_space.shape))
-        env_sizes = _sizes(env_obs, f"{env_act}-value actions")
-        if data_obs != env_obs or data_act != env_act:
-            problem = _sizes(data_obs, f"{data_act}-value actions")
-    if problem is None:
+        found = _leaf_problem(dataset, observation_space) or _action_problem(
+            dataset, action_space, None
+        )
+    if found is None:
         return
+    problem, env_sizes = found
     if dataset.env_id:
         recorded = f", recorded on {dataset.recorded_env},"
         fix = f"build the env the data was recorded on ({_env_settings(dataset)})"
@@ -83,6 +78,119 @@ def check_dataset_fits(
         f"{dataset.source}{recorded} has {problem}, but {env_id} has {env_sizes}; {fix}, "
         f"or record data on this env with `rlformer collect --env {env_id} --out FILE`"
     )
+
+
+def _action_problem(
+    dataset: Dataset, space: gym.Space, observations: tuple[int, int] | None
+) -> tuple[str, str] | None:
+    """(what the data has, what the env has) when the actions (or, for flat observations, the
+    ``(data, env)`` observation sizes) differ; None when they fit."""
+    episodes = [e for e in dataset.episodes if len(e)]
+    actions = [np.asarray(e.actions) for e in episodes]
+    data_act = int(np.prod(actions[0].shape[1:]))
+    obs_differ = observations is not None and observations[0] != observations[1]
+
+    def phrase(side: int, text: str) -> str:
+        return text if observations is None else _sizes(observations[side], text)
+
+    shape = phrase(0, f"{data_act}-value actions")
+    integral = all(np.array_equal(a, np.round(a)) for a in actions)
+    if isinstance(space, gym.spaces.Discrete):
+        start, n = int(space.start), int(space.n)
+        named = f"{n} discrete actions" + (f" numbered from {start}" if start else "")
+        if obs_differ or data_act != 1 or not integral:
+            return shape, phrase(1, named)
+        low, high = _range(actions)
+        if low < start or high >= start + n:
+            return phrase(0, f"action indices {low:g}..{high:g}"), phrase(1, named)
+        return None
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = [int(n) for n in np.asarray(space.nvec).reshape(-1)]
+        starts = np.asarray(space.start).reshape(-1)
+        named = f"MultiDiscrete actions of {len(nvec)} components {nvec}"
+        if obs_differ or data_act != len(nvec) or not integral:
+            return shape, phrase(1, named)
+        flat = np.concatenate([a.reshape(len(a), -1) for a in actions])
+        for k, (n, start) in enumerate(zip(nvec, starts, strict=True)):
+            low, high = float(flat[:, k].min()), float(flat[:, k].max())
+            if low < start or high >= start + n:
+                return (
+                    phrase(0, f"action component {k} values {low:g}..{high:g}"),
+                    phrase(1, f"{n} choices from {start} in action component {k}"),
+                )
+        return None
+    if isinstance(space, gym.spaces.MultiBinary):
+        size = int(np.prod(space.shape))
+        named = f"{size} binary actions"
+        if obs_differ or data_act != size:
+            return shape, phrase(1, named)
+        if not all(np.isin(a, (0, 1)).all() for a in actions):
+            low, high = _range(actions)
+            return phrase(0, f"action values {low:g}..{high:g}"), phrase(1, f"{named} (0 or 1)")
+        return None
+    env_act = int(np.prod(space.shape))
+    if obs_differ or data_act != env_act:
+        return shape, phrase(1, f"{env_act}-value actions")
+    return None
+
+
+def _range(arrays: list[np.ndarray]) -> tuple[float, float]:
+    return min(float(a.min()) for a in arrays), max(float(a.max()) for a in arrays)
+
+
+def _leaf_problem(dataset: Dataset, space: gym.Space) -> tuple[str, str] | None:
+    """(what the data has, what the env has) for the first observation leaf that differs."""
+    leaves = leaf_spaces(space)
+    observations = [e.observations for e in dataset.episodes if len(e)]
+    first = observations[0]
+    data_keys = list(first) if isinstance(first, dict) else [""]
+    if is_composite(space) != isinstance(first, dict):
+        return _keys(data_keys, first), _keys(list(leaves), None, leaves)
+    for path in data_keys:
+        if path not in leaves:
+            return f"observation {path!r}", f"no observation {path!r} (keys: {', '.join(leaves)})"
+    for path, leaf in leaves.items():
+        if path not in data_keys:
+            return f"no observation {path!r}", f"observation {path!r} ({leaf})"
+        values = [o[path] if isinstance(o, dict) else o for o in observations]
+        found = _leaf_values_problem(path, leaf, values)
+        if found is not None:
+            return found
+    return None
+
+
+def _keys(keys: list[str], data: object, leaves: dict[str, gym.Space] | None = None) -> str:
+    if keys == [""]:
+        shape = leaves[""].shape if leaves is not None else np.asarray(data).shape[1:]
+        return f"one observation array of shape {tuple(shape)}"
+    return f"observation keys {', '.join(repr(k) for k in keys)}"
+
+
+def _leaf_values_problem(
+    path: str, leaf: gym.Space, values: list[np.ndarray]
+) -> tuple[str, str] | None:
+    """Shape (size, for vectors) and value range of one leaf's data against its space."""
+    name = f"observation {path!r}" if path else "observations"
+    data_shape = tuple(values[0].shape[1:])
+    vector = isinstance(leaf, gym.spaces.Box) and image_layout(leaf) is None
+    if vector:
+        data_size, env_size = int(np.prod(data_shape)), int(np.prod(leaf.shape))
+        if data_size != env_size:
+            return f"{name} of {data_size} values", f"{env_size} values there"
+        return None
+    if data_shape != tuple(leaf.shape):
+        return f"{name} of shape {data_shape}", f"shape {tuple(leaf.shape)} there"
+    if isinstance(leaf, gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary):
+        low_end = np.asarray(getattr(leaf, "start", 0))
+        high_end = low_end + np.asarray(getattr(leaf, "nvec", getattr(leaf, "n", 2)))
+        if isinstance(leaf, gym.spaces.MultiBinary):
+            low_end, high_end = np.zeros(leaf.shape, np.int64), np.full(leaf.shape, 2)
+        outside = any(((v < low_end) | (v >= high_end)).any() for v in values)
+        integral = all(np.array_equal(v, np.round(v)) for v in values)
+        if outside or not integral:
+            low, high = _range(values)
+            return f"{name} values {low:g}..{high:g}", f"{leaf} there"
+    return None
 
 
 def _env_settings(dataset: Dataset) -> str:

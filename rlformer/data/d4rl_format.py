@@ -13,6 +13,13 @@ truncated episode is exactly right for return-to-go sampling (no terminal is cla
 
 rlformer recordings are files in this layout plus attributes (env id, policy, seed, episode
 returns, rlformer version); lists and dicts are stored as JSON strings.
+
+Observations of Dict / Tuple spaces are groups: ``observations/<leaf path> [N, ...]``, one
+dataset per leaf at its path (``observations/image``, ``observations/inner/0``: Dict keys and
+Tuple indices, :mod:`rlformer.models.spaces`), each in the leaf's own dtype;
+``next_observations`` likewise. Arrays of images (two or more dimensions per step) are stored
+gzip-compressed in chunks of whole steps, so a pixel dataset costs a fraction of its raw size
+and reading a range of steps decompresses only the chunks that hold it.
 """
 
 from __future__ import annotations
@@ -26,9 +33,13 @@ import numpy as np
 
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.errors import DatasetError
+from rlformer.models.spaces import Tree, tree_first, tree_map, tree_stack
 
 REQUIRED = ("observations", "actions", "rewards", "terminals")
 OPTIONAL = ("timeouts", "next_observations")
+CHUNK_BYTES = 1 << 19
+"""Target size of a compressed array's chunks (HDF5's chunk cache holds 1 MiB per array)."""
+COMPRESSION_LEVEL = 4  # gzip: level 4 is within a few percent of 9's size, several times faster
 HOW_TO_MAKE = (
     "record one with `rlformer collect --env ENV_ID --out FILE` or place a D4RL-format HDF5 "
     "file (keys observations, actions, rewards, terminals, timeouts) there"
@@ -60,6 +71,23 @@ def _read_array(path: Path, key: str, item: object) -> np.ndarray:
     return np.asarray(item[()])
 
 
+def _read_observations(path: Path, key: str, item: object) -> Tree:
+    """An array, or a group of leaf arrays (Dict / Tuple observations) as ``{leaf path: array}``."""
+    if not isinstance(item, h5py.Group):
+        return _checked(path, key, _read_array(path, key, item))
+    leaves: dict[str, np.ndarray] = {}
+
+    def visit(name: str, member: object) -> None:
+        if isinstance(member, h5py.Dataset):
+            named = f"{key}/{name}"
+            leaves[name] = _checked(path, named, _read_array(path, named, member))
+
+    item.visititems(visit)
+    if not leaves:
+        raise DatasetError(f"{path}: '{key}' is a group without arrays")
+    return leaves
+
+
 def _open(path: Path) -> h5py.File:
     if not path.is_file():
         raise DatasetError(f"{path}: dataset file not found; {HOW_TO_MAKE}")
@@ -87,7 +115,11 @@ def read_d4rl(path: str | Path) -> Dataset:
             if missing:
                 raise DatasetError(f"{path}: missing key(s) {', '.join(missing)}; {HOW_TO_MAKE}")
             for key in (*REQUIRED, *OPTIONAL):
-                if key in handle:
+                if key not in handle:
+                    continue
+                if key.endswith("observations"):
+                    arrays[key] = _read_observations(path, key, handle[key])
+                else:
                     arrays[key] = _checked(path, key, _read_array(path, key, handle[key]))
             group = handle.get("infos")
             if isinstance(group, h5py.Group):
@@ -103,8 +135,8 @@ def read_d4rl(path: str | Path) -> Dataset:
             raise DatasetError(
                 f"{path}: could not read arrays (truncated or corrupt file?): {detail}"
             ) from None
-    count = len(arrays["observations"])
-    for key, array in [*arrays.items(), *((f"infos/{k}", v) for k, v in infos.items())]:
+    count = len(tree_first(arrays["observations"]))
+    for key, array in [*_named(arrays), *((f"infos/{k}", v) for k, v in infos.items())]:
         if array.ndim == 0 or len(array) != count:
             entries = "a single value" if array.ndim == 0 else f"{len(array)} entries"
             raise DatasetError(f"{path}: '{key}' has {entries} but observations has {count}")
@@ -132,6 +164,17 @@ def read_d4rl(path: str | Path) -> Dataset:
     return Dataset(episodes, source=f"d4rl:{path}", metadata=metadata)
 
 
+def _named(arrays: dict[str, Tree]) -> list[tuple[str, np.ndarray]]:
+    """Every array by its name in the file (``observations/image`` for a group's leaves)."""
+    named = []
+    for key, value in arrays.items():
+        if isinstance(value, dict):
+            named += [(f"{key}/{leaf}", array) for leaf, array in value.items()]
+        else:
+            named.append((key, value))
+    return named
+
+
 def _attr(value: Any) -> Any:
     """An HDF5 attribute as a Python value (JSON strings decoded, arrays as lists)."""
     if isinstance(value, h5py.Empty):
@@ -149,19 +192,20 @@ def _attr(value: Any) -> Any:
 
 
 def episodes_from_arrays(
-    observations: np.ndarray,
+    observations: Tree,
     actions: np.ndarray,
     rewards: np.ndarray,
     terminals: np.ndarray,
     timeouts: np.ndarray | None = None,
-    next_observations: np.ndarray | None = None,
+    next_observations: Tree | None = None,
     infos: dict[str, np.ndarray] | None = None,
 ) -> list[Episode]:
     """Cut flat ``[N, ...]`` arrays into episodes after every terminal / timeout step.
 
     The rules of this module apply: ``terminals`` wins over ``timeouts`` on the same step, and
     steps after the last end form a trailing episode marked truncated. Episodes are views into
-    the given arrays (no copy). Inputs are assumed valid (:func:`read_d4rl` checks files).
+    the given arrays (no copy). Observations are arrays or trees of them (Dict / Tuple spaces).
+    Inputs are assumed valid (:func:`read_d4rl` checks files).
     """
     count = len(rewards)
     terminals = np.asarray(terminals, dtype=bool)
@@ -173,15 +217,18 @@ def episodes_from_arrays(
     episodes = []
     for start, stop in zip(starts, stops, strict=True):
         terminated = bool(terminals[stop - 1])
+        steps = slice(start, stop)
         episodes.append(
             Episode(
-                observations=observations[start:stop],
+                observations=tree_map(lambda a, steps=steps: a[steps], observations),
                 actions=actions[start:stop],
                 rewards=np.asarray(rewards[start:stop], dtype=np.float32),
                 terminated=terminated,
                 truncated=not terminated,
                 next_observations=(
-                    None if next_observations is None else next_observations[start:stop]
+                    None
+                    if next_observations is None
+                    else tree_map(lambda a, steps=steps: a[steps], next_observations)
                 ),
                 infos={key: value[start:stop] for key, value in (infos or {}).items()},
             )
@@ -201,7 +248,8 @@ def write_d4rl(path: str | Path, episodes: list[Episode], metadata: dict[str, An
     """Write episodes in the D4RL layout (temp file + rename, so a crash leaves no half file).
 
     ``next_observations`` and ``infos/<key>`` are written when every episode has them.
-    Metadata values that are None are left out (HDF5 attributes cannot hold None).
+    Observation trees become groups, and image arrays are compressed (see the module
+    docstring). Metadata values that are None are left out (HDF5 attributes cannot hold None).
     """
     if not episodes:
         raise DatasetError(f"{path}: no episodes to write")
@@ -209,18 +257,18 @@ def write_d4rl(path: str | Path, episodes: list[Episode], metadata: dict[str, An
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
 
-    def cat(name: str) -> np.ndarray:
-        return np.concatenate([getattr(e, name) for e in episodes])  # [N, ...]
+    def cat(name: str) -> Tree:
+        return tree_stack([getattr(e, name) for e in episodes], np.concatenate)  # [N, ...]
 
     try:
         with h5py.File(tmp, "w") as handle:
-            handle["observations"] = cat("observations")
+            _write_observations(handle, "observations", cat("observations"))
             handle["actions"] = cat("actions")
             handle["rewards"] = cat("rewards").astype(np.float32)
             handle["terminals"] = _end_flags(episodes, "terminated")
             handle["timeouts"] = _end_flags(episodes, "truncated")
             if all(e.next_observations is not None for e in episodes):
-                handle["next_observations"] = cat("next_observations")
+                _write_observations(handle, "next_observations", cat("next_observations"))
             shared = set.intersection(*(set(e.infos) for e in episodes))
             for key in sorted(shared):
                 handle[f"infos/{key}"] = np.concatenate([e.infos[key] for e in episodes])
@@ -231,3 +279,29 @@ def write_d4rl(path: str | Path, episodes: list[Episode], metadata: dict[str, An
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _write_observations(handle: h5py.File, key: str, observations: Tree) -> None:
+    """An array at ``key``, or each leaf of a tree at ``key/<leaf path>``."""
+    if not isinstance(observations, dict):
+        _write_array(handle, key, observations)
+        return
+    for leaf, array in observations.items():
+        _write_array(handle, f"{key}/{leaf}", array)
+
+
+def _write_array(handle: h5py.File, key: str, array: np.ndarray) -> None:
+    """Vectors as they are; images (two or more dimensions per step) gzip-compressed in chunks
+    of whole steps of about :data:`CHUNK_BYTES`."""
+    if array.ndim < 3 or len(array) == 0:
+        handle[key] = array
+        return
+    step_bytes = max(1, array[0].nbytes)
+    rows = int(np.clip(CHUNK_BYTES // step_bytes, 1, len(array)))
+    handle.create_dataset(
+        key,
+        data=array,
+        chunks=(rows, *array.shape[1:]),
+        compression="gzip",
+        compression_opts=COMPRESSION_LEVEL,
+    )

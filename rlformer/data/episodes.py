@@ -15,14 +15,17 @@ import numpy as np
 @dataclass
 class Episode:
     """One trajectory of ``n`` steps; ``truncated`` is True when it ended without termination
-    (a time limit, or a recording that stopped mid-episode)."""
+    (a time limit, or a recording that stopped mid-episode).
 
-    observations: np.ndarray  # [n, *obs_shape]
+    Observations of Dict / Tuple spaces are trees: ``{leaf path: [n, *leaf_shape]}``
+    (:mod:`rlformer.models.spaces`)."""
+
+    observations: Any  # [n, *obs_shape], or {leaf path: [n, *leaf_shape]}
     actions: np.ndarray  # [n, *act_shape]
     rewards: np.ndarray  # [n] float32
     terminated: bool
     truncated: bool
-    next_observations: np.ndarray | None = None  # [n, *obs_shape]
+    next_observations: Any = None  # like observations, or None
     infos: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:

@@ -52,14 +52,28 @@ class DatasetSummary:
     transitions: int
     lengths: Stats
     returns: Stats
-    observation: ArrayInfo
+    observation: ArrayInfo | dict[str, ArrayInfo]  # per leaf for Dict / Tuple observations
     action: ArrayInfo
     normalized: Stats | None  # D4RL scale, only where reference returns exist for the env
 
 
 def _array_info(arrays: list[np.ndarray]) -> ArrayInfo:
-    flat = np.concatenate(arrays)  # [N, *shape]
-    return ArrayInfo(tuple(flat.shape[1:]), str(flat.dtype), float(flat.min()), float(flat.max()))
+    """Per-step shape, dtype and range of ``[n, *shape]`` arrays, without joining them (a
+    pixel dataset would be copied whole)."""
+    filled = [a for a in arrays if a.size]
+    return ArrayInfo(
+        tuple(arrays[0].shape[1:]),
+        str(np.result_type(*arrays)),
+        min((float(a.min()) for a in filled), default=float("nan")),
+        max((float(a.max()) for a in filled), default=float("nan")),
+    )
+
+
+def _observation_info(dataset: Dataset) -> ArrayInfo | dict[str, ArrayInfo]:
+    observations = [e.observations for e in dataset.episodes]
+    if not isinstance(observations[0], dict):
+        return _array_info(observations)
+    return {key: _array_info([o[key] for o in observations]) for key in observations[0]}
 
 
 def summarize_dataset(dataset: Dataset) -> DatasetSummary:
@@ -81,7 +95,7 @@ def summarize_dataset(dataset: Dataset) -> DatasetSummary:
         transitions=dataset.num_transitions,
         lengths=Stats.of(np.array([len(e) for e in dataset.episodes], dtype=np.float64)),
         returns=Stats.of(returns),
-        observation=_array_info([e.observations for e in dataset.episodes]),
+        observation=_observation_info(dataset),
         action=_array_info([e.actions for e in dataset.episodes]),
         normalized=normalized,
     )
@@ -101,9 +115,20 @@ def format_summary(s: DatasetSummary) -> str:
         f"transitions   {s.transitions}",
         f"lengths       {stats(s.lengths, 1)}",
         f"returns       {stats(s.returns)}",
-        f"observations  {s.observation}",
+        *_observation_lines(s.observation),
         f"actions       {s.action}",
     ]
     if s.normalized is not None:
         lines.append(f"normalized    {stats(s.normalized, 1)}  (D4RL: 0 random, 100 expert)")
     return "\n".join(lines)
+
+
+def _observation_lines(info: ArrayInfo | dict[str, ArrayInfo]) -> list[str]:
+    """One line, or one per leaf (its path first) for Dict / Tuple observations."""
+    if isinstance(info, ArrayInfo):
+        return [f"observations  {info}"]
+    width = max(len(path) for path in info)
+    return [
+        f"{'observations' if i == 0 else '':<14}{path:<{width}}  {leaf}"
+        for i, (path, leaf) in enumerate(info.items())
+    ]

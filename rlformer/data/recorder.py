@@ -22,6 +22,7 @@ import rlformer
 from rlformer.config import EnvConfig
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.episodes import Dataset, Episode
+from rlformer.models.spaces import Tree, flatten_obs, is_composite, tree_stack
 from rlformer.policies import Policy, load_policy
 from rlformer.policies.simple import NoisyPolicy, RandomPolicy
 from rlformer.rollout.action_masks import vector_masks
@@ -40,19 +41,19 @@ def recording_policy(policy: str, envs: Any, seed: int, trust: bool = False) -> 
 class _Track:
     """Transitions of one env slot's running episode."""
 
-    obs: list[np.ndarray] = field(default_factory=list)
+    obs: list[Tree] = field(default_factory=list)
     actions: list[np.ndarray] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
-    next_obs: list[np.ndarray] = field(default_factory=list)
+    next_obs: list[Tree] = field(default_factory=list)
 
     def episode(self, terminated: bool) -> Episode:
         return Episode(
-            observations=np.stack(self.obs),
+            observations=tree_stack(self.obs),
             actions=np.stack(self.actions),
             rewards=np.asarray(self.rewards, dtype=np.float32),
             terminated=terminated,
             truncated=not terminated,
-            next_observations=np.stack(self.next_obs),
+            next_observations=tree_stack(self.next_obs),
         )
 
 
@@ -116,8 +117,8 @@ def collect_dataset(
             take precedence over its id and kwargs); an rlformer policy's training env config
             when recording from a run.
 
-    Dict / Tuple observations are stored flattened with ``gymnasium.spaces.flatten`` (a D4RL
-    file holds one observation array).
+    Dict / Tuple observations are stored leaf by leaf, as groups of the HDF5 file (images
+    compressed; :mod:`rlformer.data.d4rl_format`).
 
     Returns:
         The recorded dataset, as the D4RL reader will read it back.
@@ -163,7 +164,7 @@ def _flattenable(space: gym.Space) -> bool:
 
 
 def _check_storable(space: gym.Space, env_id: str) -> None:
-    """:class:`EnvError` naming the parts of ``space`` a D4RL file's one array cannot hold
+    """:class:`EnvError` naming the parts of ``space`` a D4RL file's arrays cannot hold
     (MiniGrid's mission text, say), with how to drop them, before any step is taken."""
     if _flattenable(space):
         return
@@ -195,10 +196,10 @@ def _record(
     state = policy.initial_state(num_envs)
     rewards: np.ndarray | None = None
 
-    def row(batched: Any, i: int) -> np.ndarray:
-        """Slot i's observation; Dict / Tuple ones flattened to one vector."""
-        if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
-            return gym.spaces.flatten(space, _slot(batched, i))
+    def row(batched: Any, i: int) -> Tree:
+        """Slot i's observation; Dict / Tuple ones as trees (leaf path -> array)."""
+        if is_composite(space):
+            return flatten_obs(space, _slot(batched, i))
         return np.asarray(batched[i])
 
     starts = np.ones(num_envs, dtype=bool)
@@ -222,9 +223,7 @@ def _record(
                 if done[i]:
                     final = info["final_obs"][i]
                     track.next_obs.append(
-                        gym.spaces.flatten(space, final)
-                        if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple))
-                        else np.asarray(final)
+                        flatten_obs(space, final) if is_composite(space) else np.asarray(final)
                     )
                 else:
                     track.next_obs.append(row(next_obs, i))

@@ -5,6 +5,10 @@ with index arithmetic only (no Python loop over samples or time). As in the DT r
 episodes are drawn with probability proportional to their length, a start step uniformly within
 the episode, and a window that runs past the episode end is padded on the *left*, so the newest
 real step is always last.
+
+States are one standardised vector per step, or (for images, discrete and composite
+observations) one array per leaf kept in its own dtype, as the model's encoder reads them
+(:class:`~rlformer.models.dt_spaces.StateLayout`): a window of uint8 images stays uint8.
 """
 
 from __future__ import annotations
@@ -16,14 +20,16 @@ import numpy as np
 import torch
 
 from rlformer.data.episodes import Dataset
+from rlformer.models.dt_spaces import StateLayout
+from rlformer.models.spaces import Tree, tree_map, tree_stack
 
 
 @dataclass
 class WindowBatch:
     """``B`` windows of ``K`` steps (padding where ``mask`` is False)."""
 
-    states: torch.Tensor  # [B, K, state_dim], normalised
-    actions: torch.Tensor  # [B, K, act_dim] float, or [B, K] long for discrete actions
+    states: Tree  # [B, K, state_dim] normalised, or per leaf [B, K, *leaf]
+    actions: torch.Tensor  # [B, K, act_dim] float, [B, K] or [B, K, components] long indices
     rewards: torch.Tensor  # [B, K]
     returns_to_go: torch.Tensor  # [B, K, 1], divided by the return scale
     timesteps: torch.Tensor  # [B, K] long
@@ -31,7 +37,12 @@ class WindowBatch:
 
     def to(self, device: torch.device) -> WindowBatch:
         """The same windows with every tensor on ``device``."""
-        return WindowBatch(*(getattr(self, f).to(device) for f in WindowBatch.__dataclass_fields__))
+        return WindowBatch(
+            *(
+                tree_map(lambda t: t.to(device), getattr(self, f))
+                for f in WindowBatch.__dataclass_fields__
+            )
+        )
 
 
 def returns_to_go(rewards: np.ndarray, gamma: float = 1.0) -> np.ndarray:
@@ -57,23 +68,20 @@ class WindowSampler:
         gamma: float = 1.0,
         discrete_actions: bool = False,
         state_stats: tuple[np.ndarray, np.ndarray] | None = None,
+        layout: StateLayout | None = None,
     ) -> None:
         """``state_stats`` (mean, std) normalises states instead of this dataset's own
         statistics: a model keeps the normalisation it was trained with when its data changes
-        (an online DT's replay buffer)."""
+        (an online DT's replay buffer). ``discrete_actions``: actions are indices (Discrete,
+        MultiDiscrete), kept as int64. ``layout``: how states are kept (None: flat vectors)."""
         episodes = dataset.episodes
         self.context, self.return_scale, self.discrete = context, return_scale, discrete_actions
         self.lengths = np.array([len(e) for e in episodes], dtype=np.int64)
         self.offsets = np.r_[0, np.cumsum(self.lengths)[:-1]]
-        states = np.concatenate([e.observations.reshape(len(e), -1) for e in episodes]).astype(
-            np.float32
-        )
-        if state_stats is None:
-            self.state_mean, self.state_std = states.mean(0), states.std(0) + 1e-6
+        if layout is None or layout.flat:
+            self._flat_states(dataset, state_stats)
         else:
-            self.state_mean = np.asarray(state_stats[0], np.float32)
-            self.state_std = np.asarray(state_stats[1], np.float32)
-        self.states = (states - self.state_mean) / self.state_std
+            self._leaf_states(dataset, state_stats, layout)
         actions = np.concatenate([e.actions for e in episodes])
         self.actions = (
             actions.astype(np.int64)
@@ -86,6 +94,38 @@ class WindowSampler:
         )
         self.timesteps = np.concatenate([np.arange(n) for n in self.lengths])
         self.probabilities = self.lengths / self.lengths.sum()
+
+    def _flat_states(
+        self, dataset: Dataset, state_stats: tuple[np.ndarray, np.ndarray] | None
+    ) -> None:
+        """One standardised float32 vector per step."""
+        episodes = dataset.episodes
+        states = np.concatenate([e.observations.reshape(len(e), -1) for e in episodes]).astype(
+            np.float32
+        )
+        if state_stats is None:
+            self.state_mean, self.state_std = states.mean(0), states.std(0) + 1e-6
+        else:
+            self.state_mean = np.asarray(state_stats[0], np.float32)
+            self.state_std = np.asarray(state_stats[1], np.float32)
+        self.states: Tree = (states - self.state_mean) / self.state_std
+
+    def _leaf_states(
+        self,
+        dataset: Dataset,
+        state_stats: tuple[np.ndarray, np.ndarray] | None,
+        layout: StateLayout,
+    ) -> None:
+        """One array per leaf in its window dtype, vector leaves standardised."""
+        inputs = layout.inputs(
+            tree_stack([e.observations for e in dataset.episodes], np.concatenate)
+        )
+        if state_stats is None:
+            self.state_mean, self.state_std = layout.statistics(inputs)
+        else:
+            self.state_mean = np.asarray(state_stats[0], np.float32)
+            self.state_std = np.asarray(state_stats[1], np.float32)
+        self.states = layout.standardize(inputs, self.state_mean, self.state_std)
 
     def _gather(self, episode: np.ndarray, start: np.ndarray, pad: str = "left") -> WindowBatch:
         """Windows ``[start, start + K)`` of the given episodes.
@@ -112,7 +152,7 @@ class WindowSampler:
             return torch.as_tensor(out)
 
         return WindowBatch(
-            states=take(self.states),
+            states=tree_map(take, self.states),
             actions=take(self.actions),
             rewards=take(self.rewards),
             returns_to_go=(take(self.rtg) / self.return_scale).unsqueeze(-1),

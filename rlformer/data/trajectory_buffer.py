@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from rlformer.data.episodes import Episode
+from rlformer.models.spaces import tree_map
 
 
 class CapacityChanged(ValueError):
@@ -68,10 +69,11 @@ class TrajectoryBuffer:
                 self.next_slot = (self.next_slot + 1) % self.capacity
 
     def state_dict(self) -> dict[str, Any]:
-        """Slot sources and the online trajectories as tensors (loads with weights_only)."""
+        """Slot sources and the online trajectories as tensors (loads with weights_only);
+        observation trees as dicts of tensors."""
         online = {
             str(source): {
-                "observations": torch.as_tensor(e.observations),
+                "observations": tree_map(torch.as_tensor, e.observations),
                 "actions": torch.as_tensor(e.actions),
                 "rewards": torch.as_tensor(e.rewards),
                 "terminated": bool(e.terminated),
@@ -110,7 +112,7 @@ class TrajectoryBuffer:
             entry = state["online"][str(source)]
             episodes.append(
                 Episode(
-                    entry["observations"].numpy(),
+                    tree_map(lambda t: t.numpy(), entry["observations"]),
                     entry["actions"].numpy(),
                     entry["rewards"].numpy(),
                     bool(entry["terminated"]),

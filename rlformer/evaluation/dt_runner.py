@@ -17,16 +17,18 @@ import torch
 
 from rlformer.config import EnvConfig
 from rlformer.evaluation.runner import EpisodeResults, run_policy_episodes
+from rlformer.models.spaces import Tree, flatten_obs, tree_stack
 from rlformer.policies.decision_transformer import DTPolicy, sampling_problem
 
 
 @dataclass
 class PlayedEpisode:
-    """One return-conditioned episode as played: raw observations, the model's actions
-    ([-1, 1] when continuous, indices when discrete) and the rewards received."""
+    """One return-conditioned episode as played: raw observations (flat float32 vectors, or
+    trees of leaves as the env gives them), the model's actions ([-1, 1] when continuous,
+    indices when discrete, bits as floats) and the rewards received."""
 
-    observations: np.ndarray  # [n, state_dim]
-    actions: np.ndarray  # [n, act_dim] float or [n] int
+    observations: Tree  # [n, state_dim], or {leaf path: [n, *leaf]}
+    actions: np.ndarray  # [n, act_dim] float, [n] or [n, components] int
     rewards: np.ndarray  # [n] float64
     terminated: bool
     truncated: bool
@@ -52,7 +54,15 @@ def play_return_conditioned(
     spec = envs[0].spec
     limit = min(max_steps, (spec.max_episode_steps if spec else None) or max_steps)
     n = len(envs)
-    observations: list[list[np.ndarray]] = [[] for _ in range(n)]
+    layout = policy.layout
+
+    def row(obs: object) -> Tree:
+        if layout.flat:
+            return np.asarray(obs, np.float32).reshape(-1)
+        assert layout.space is not None
+        return flatten_obs(layout.space, obs)
+
+    observations: list[list[Tree]] = [[] for _ in range(n)]
     actions: list[list[np.ndarray]] = [[] for _ in range(n)]
     rewards = np.zeros((n, limit), np.float64)
     lengths = np.zeros(n, np.int64)
@@ -62,20 +72,20 @@ def play_return_conditioned(
     latest = []
     for i, env in enumerate(envs):
         obs, _ = env.reset(seed=seeds[i])
-        latest.append(np.asarray(obs, np.float32).reshape(-1))
+        latest.append(row(obs))
         observations[i].append(latest[i])
     state = policy.initial_state(n, target_return)
     episode_start = np.ones(n, dtype=bool)
     last_reward = np.zeros(n, np.float64)
     for t in range(limit):
-        step = policy.step(np.stack(latest), state, episode_start, last_reward, None, generator)
+        step = policy.step(tree_stack(latest), state, episode_start, last_reward, None, generator)
         state, episode_start = step.state, np.zeros(n, dtype=bool)
         for i in np.flatnonzero(active):
             obs, reward, term, trunc, info = envs[i].step(step.env_actions[i])
             actions[i].append(step.model_actions[i])
             rewards[i, t] = last_reward[i] = reward
             lengths[i] += 1
-            latest[i] = np.asarray(obs, np.float32).reshape(-1)
+            latest[i] = row(obs)
             if term or trunc:
                 active[i] = False
                 terminated[i] = bool(term)
@@ -85,10 +95,11 @@ def play_return_conditioned(
                 observations[i].append(latest[i])
         if not active.any():
             break
-    dtype = np.int64 if policy.model.discrete else np.float32
+    indices = getattr(policy.model, "action_kind", None) in ("discrete", "multidiscrete")
+    dtype = np.int64 if policy.model.discrete or indices else np.float32
     return [
         PlayedEpisode(
-            np.stack(observations[i][: lengths[i]]),
+            tree_stack(observations[i][: lengths[i]]),
             np.asarray(actions[i], dtype=dtype),
             rewards[i, : lengths[i]].copy(),
             bool(terminated[i]),

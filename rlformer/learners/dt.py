@@ -121,9 +121,11 @@ class DTLearner:
         Every term is averaged over the real steps, so windows of several segments are weighted
         by their number of real steps.
         """
-        return {
-            "loss/action": dt_loss(out.action_preds, batch.actions, batch.mask, self.model.discrete)
-        }
+        model = self.model
+        loss = dt_loss(
+            out.action_preds, batch.actions, batch.mask, model.action_kind, model.action_nvec
+        )
+        return {"loss/action": loss}
 
     def after_step(self, terms: dict[str, torch.Tensor]) -> dict[str, float]:
         """Hook after a successful optimiser step (ODT adapts its temperature here)."""

@@ -22,7 +22,14 @@ from rlformer.data.sampling import WindowBatch
 from rlformer.learners.distributed import GroupReducer
 from rlformer.learners.dt import DTLearner
 from rlformer.learners.dt_shards import ShardedDTLearner, window_rows
-from rlformer.learners.parallel import GroupMember, LearnerGroup, ray_init_options, to_cpu
+from rlformer.learners.parallel import (
+    GroupMember,
+    LearnerGroup,
+    learner_device,
+    learner_placement,
+    ray_init_options,
+    to_cpu,
+)
 from rlformer.models.decision_transformer import DecisionTransformer
 
 
@@ -38,14 +45,18 @@ class DTReplica(GroupMember):
 
     def join(self, host: str, port: int, world_size: int, timeout_s: float) -> None:
         super().join(host, port, world_size, timeout_s)
+        self.learner = self.make_learner(GroupReducer())
+
+    def make_learner(self, reducer: GroupReducer) -> ShardedDTLearner:
+        """This replica's learner, summing over ``reducer`` (an ODT replica builds ODT's)."""
         cfg = self.cfg
-        self.learner = ShardedDTLearner(
+        return ShardedDTLearner(
             self.model,
             cfg.dt,
             self.device,
             nonfinite=cfg.run.nonfinite,
             accumulate=cfg.learner.accumulate,
-            reducer=GroupReducer(),
+            reducer=reducer,
         )
 
     def load(self, model: dict[str, Any], learner: dict[str, Any] | None) -> None:
@@ -88,10 +99,13 @@ class ParallelDTLearner:
         LearnerError: A replica died, failed or timed out; every replica is stopped.
     """
 
+    replica: type[DTReplica] = DTReplica
+    """The actor class of the replicas (ODT's learners subclass it)."""
+
     def __init__(self, model: DecisionTransformer, cfg: TrainConfig, device: torch.device) -> None:
         self.model = model  # stays on the CPU: evaluation and checkpoints read it
         self.cfg = cfg
-        self.device = device
+        self.device = learner_device(cfg, device)
         self.step = 0
         self._state: dict[str, Any] | None = None  # restored, not yet given to replicas
         self.group: LearnerGroup | None = None
@@ -102,11 +116,10 @@ class ParallelDTLearner:
 
         learner = self.cfg.learner
         self.group = LearnerGroup(
-            DTReplica,
+            self.replica,
             (self.model, self.cfg),
             size=learner.num_learners,
-            cpus=learner.cpus_per_learner,
-            gpus=1 if self.device.type == "cuda" else 0,
+            **learner_placement(learner, self.device),
             timeout_s=learner.timeout_s,
             device=self.device.type,
             threads=self.cfg.run.torch_threads,
@@ -153,9 +166,9 @@ def make_dt_learner(
     model: DecisionTransformer, cfg: TrainConfig, device: torch.device
 ) -> DTLearner | ParallelDTLearner:
     """One learner in this process (computing each step in ``learner.accumulate`` chunks), or
-    the driver of ``learner.num_learners`` replicas."""
+    the driver of ``learner.num_learners`` replicas (Ray actors: ``LearnerConfig.on_ray``)."""
     learner = cfg.learner
-    if learner.num_learners > 1:
+    if learner.on_ray:
         return ParallelDTLearner(model, cfg, device)
     if learner.accumulate == 1:
         return DTLearner(model, cfg.dt, device, nonfinite=cfg.run.nonfinite)

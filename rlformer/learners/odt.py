@@ -10,7 +10,14 @@ actions while keeping its entropy near a target:
 entropy is below the target and falls while it is above. Continuous actions use a Gaussian
 squashed by tanh into [-1, 1] (its entropy has no closed form and is estimated with one
 reparameterised sample per step, as in the paper); discrete actions a categorical with exact
-entropy. Both terms average over real (unpadded) steps.
+entropy, MultiDiscrete actions one categorical per component and MultiBinary actions one
+Bernoulli per bit (PPO's distributions: log-likelihoods and entropies add up over components).
+Both terms average over real (unpadded) steps.
+
+Split into chunks (``learner.accumulate``) or over replicas (``learner.num_learners``,
+:class:`ShardedODTLearner`), every term is the sum of each share's real steps over the whole
+batch's real-step count, as for the DT; the temperature step reads the whole batch's entropy,
+so every replica takes the same step of ``alpha`` with no gradient of its own to all-reduce.
 """
 
 from __future__ import annotations
@@ -18,13 +25,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import gymnasium as gym
 import torch
 from torch import distributions as dist
 
 from rlformer.config import DTConfig, ODTConfig
 from rlformer.data.sampling import WindowBatch
 from rlformer.learners.dt import DTLearner
+from rlformer.learners.dt_shards import ShardedDTLearner
 from rlformer.models.decision_transformer import DecisionTransformer, DTOutput
+from rlformer.models.distributions import ActionDistribution, Bernoulli, MultiCategorical
+from rlformer.models.dt_spaces import ActionKind
 
 ACTION_EDGE = 1e-6
 """Data actions are clipped this far inside [-1, 1]: tanh never reaches the edge itself."""
@@ -32,9 +43,16 @@ ACTION_EDGE = 1e-6
 
 def default_target_entropy(model: DecisionTransformer) -> float:
     """The paper's ``-action dimension`` for continuous actions; for ``n`` discrete actions
-    ``0.3 * ln n`` (30% of a uniform policy's entropy; rlformer's choice, the paper has none)."""
-    if model.discrete:
+    ``0.3 * ln n`` (30% of a uniform policy's entropy; rlformer's choice, the paper has none),
+    and 30% of the uniform policy's for MultiDiscrete (``0.3 * sum ln n_k``) and MultiBinary
+    (``0.3 * n ln 2``) actions."""
+    kind = getattr(model, "action_kind", "discrete" if model.discrete else "box")
+    if kind == "discrete":
         return 0.3 * math.log(model.act_dim)
+    if kind == "multidiscrete":
+        return 0.3 * sum(math.log(n) for n in model.action_nvec)
+    if kind == "multibinary":
+        return 0.3 * model.act_dim * math.log(2.0)
     return -float(model.act_dim)
 
 
@@ -51,11 +69,25 @@ def action_distribution(out: DTOutput, discrete: bool) -> dist.Distribution:
 
 
 def nll_and_entropy(
-    out: DTOutput, actions: torch.Tensor, mask: torch.Tensor, discrete: bool
+    out: DTOutput,
+    actions: torch.Tensor,
+    mask: torch.Tensor,
+    discrete: bool | ActionKind,
+    nvec: list[int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean negative log-likelihood of ``actions`` and mean policy entropy over real steps."""
-    policy = action_distribution(out, discrete)
+    """Mean negative log-likelihood of ``actions`` and mean policy entropy over real steps.
+
+    ``discrete``: a bool (discrete or continuous) or the action kind; MultiDiscrete actions
+    need their ``nvec``."""
     real = mask.bool()
+    if isinstance(discrete, str) and discrete in ("multidiscrete", "multibinary"):
+        logits = out.action_preds.float()
+        log_likelihood, entropy = _logit_distribution(discrete, logits, nvec).log_prob_entropy(
+            logits, actions
+        )
+        return -log_likelihood[real].mean(), entropy[real].mean()
+    discrete = discrete == "discrete" if isinstance(discrete, str) else discrete
+    policy = action_distribution(out, discrete)
     if discrete:
         log_likelihood = policy.log_prob(actions.long())
         entropy = policy.entropy()
@@ -65,6 +97,16 @@ def nll_and_entropy(
         sample = policy.rsample()  # entropy = -E[log pi(a)], one sample per step
         entropy = -policy.log_prob(sample)
     return -log_likelihood[real].mean(), entropy[real].mean()
+
+
+def _logit_distribution(
+    kind: ActionKind, logits: torch.Tensor, nvec: list[int] | None
+) -> ActionDistribution:
+    if kind == "multibinary":
+        return Bernoulli(gym.spaces.MultiBinary(logits.shape[-1]))
+    if nvec is None:
+        raise ValueError("the likelihood of MultiDiscrete actions needs their nvec")
+    return MultiCategorical(gym.spaces.MultiDiscrete(nvec))
 
 
 class ODTLearner(DTLearner):
@@ -94,7 +136,10 @@ class ODTLearner(DTLearner):
         return float(self.log_alpha.detach().exp())
 
     def segment_loss(self, out: DTOutput, batch: WindowBatch) -> dict[str, torch.Tensor]:
-        nll, entropy = nll_and_entropy(out, batch.actions, batch.mask, self.model.discrete)
+        model = self.model
+        nll, entropy = nll_and_entropy(
+            out, batch.actions, batch.mask, model.action_kind, model.action_nvec
+        )
         alpha = self.log_alpha.detach().exp()
         return {"loss/action": nll - alpha * entropy, "loss/nll": nll, "policy/entropy": entropy}
 
@@ -126,3 +171,13 @@ class ODTLearner(DTLearner):
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
         self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+
+
+class ShardedODTLearner(ShardedDTLearner, ODTLearner):
+    """An :class:`ODTLearner` whose every step is computed in ``accumulate`` chunks of windows
+    and summed over the members of ``reducer``: :class:`ShardedDTLearner`'s update with ODT's
+    loss terms and temperature step.
+
+    Continuous actions draw one entropy sample per step, which other shares draw from other
+    generators: the step then equals one learner's in expectation, not to float rounding.
+    """

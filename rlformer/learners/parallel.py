@@ -54,6 +54,12 @@ class GroupMember:
     def process_id(self) -> int:
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The Ray node this member runs on (shows placement across a cluster)."""
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
 
 def ray_init_options(cfg: Any) -> dict[str, Any]:
     """``ray.init`` arguments for a run whose learners start Ray (before any rollout worker):
@@ -72,6 +78,12 @@ def ray_init_options(cfg: Any) -> dict[str, Any]:
     if rollout.ray_address is not None:
         check_cluster_reachable(rollout.ray_address)
         return options | {"address": rollout.ray_address}
+    unmet = _unmet_on_this_machine(learner)
+    if unmet is not None:
+        raise LearnerError(
+            f"{unmet}, and without rollout.ray_address the learners start an embedded Ray on "
+            "this machine: join a cluster that offers it (rollout.ray_address)"
+        )
     workers = rollout.num_workers * rollout.worker_cpus if rollout.backend == "ray" else 0.0
     needed = math.ceil(workers + learner.num_learners * learner.cpus_per_learner)
     return options | {
@@ -79,6 +91,45 @@ def ray_init_options(cfg: Any) -> dict[str, Any]:
         "num_cpus": max(needed, os.cpu_count() or 1),
         "include_dashboard": False,
     }
+
+
+def _unmet_on_this_machine(learner: Any) -> str | None:
+    """What an embedded Ray here could never give the learner actors (they would wait for
+    it until the start-up timeout), or None."""
+    if learner.resources:
+        return f"learner.resources={dict(learner.resources)} asks for custom Ray resources"
+    if learner.device == "cuda" and not torch.cuda.is_available():
+        return "learner.device=cuda asks for GPUs, and this machine has no CUDA GPU"
+    return None
+
+
+def learner_device(cfg: Any, driver_device: torch.device) -> torch.device:
+    """Where the learner actors compute: ``learner.device`` when set (checked on the actors'
+    nodes, not here, so a driver without a GPU can run CUDA learners), else the driver's
+    ``run.device``."""
+    device = cfg.learner.device
+    return driver_device if device is None else torch.device(device)
+
+
+def learner_placement(learner: Any, device: torch.device) -> dict[str, Any]:
+    """What each learner actor reserves in Ray (:class:`LearnerGroup`'s ``cpus``, ``gpus``
+    and ``resources``): ``learner.cpus_per_learner`` CPUs, one GPU when it computes on CUDA
+    (rollout workers reserve none, so they stay on CPU-only nodes), and ``learner.resources``,
+    which places the actors on the nodes that offer them."""
+    return {
+        "cpus": learner.cpus_per_learner,
+        "gpus": 1 if device.type == "cuda" else 0,
+        "resources": dict(learner.resources),
+    }
+
+
+def actor_options(cpus: float, gpus: float, resources: dict[str, float] | None) -> dict[str, Any]:
+    """``ray.remote`` options of a learner actor. Ray never restarts one: a fresh replica
+    would hold other weights than the survivors."""
+    options: dict[str, Any] = {"num_cpus": cpus, "num_gpus": gpus, "max_restarts": 0}
+    if resources:
+        options["resources"] = dict(resources)
+    return options
 
 
 def to_cpu(value: Any) -> Any:
@@ -120,6 +171,7 @@ class LearnerGroup:
         device: str = "cpu",
         threads: int = 1,
         ray_init: dict[str, Any] | None = None,
+        resources: dict[str, float] | None = None,
     ) -> None:
         import ray
 
@@ -130,7 +182,7 @@ class LearnerGroup:
         if not ray.is_initialized():
             ray.init(**(ray_init or {"address": "local", "num_cpus": math.ceil(size * cpus)}))
             self._owns_ray = True
-        remote = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=0)(actor_class)
+        remote = ray.remote(**actor_options(cpus, gpus, resources))(actor_class)
         self.actors = [remote.remote(*args, rank, device, threads) for rank in range(size)]
         startup = max(STARTUP_TIMEOUT_FLOOR_S, timeout_s)
         try:
@@ -138,7 +190,8 @@ class LearnerGroup:
             self.call("join", [(host, port, size, timeout_s)] * size, startup)
         except LearnerError as err:
             self.close()
-            need = f"{cpus:g} CPUs" + (f" and {gpus:g} GPUs" if gpus else "")
+            need = f"{cpus:g} CPUs" + (f", {gpus:g} GPUs" if gpus else "")
+            need += "".join(f", {amount:g} {name}" for name, amount in (resources or {}).items())
             raise LearnerError(f"{err} (each learner needs {need} free in Ray)") from None
 
     def put(self, value: Any) -> Any:
@@ -225,6 +278,10 @@ class LearnerGroup:
     def process_ids(self) -> list[int]:
         """PIDs of the members (tests kill one to simulate a crash)."""
         return self.call("process_id")
+
+    def node_ids(self) -> list[str]:
+        """The Ray node of each member, in rank order."""
+        return self.call("node_id")
 
     def close(self) -> None:
         """Kill the members; shut Ray down if the group started it."""

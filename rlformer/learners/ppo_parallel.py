@@ -22,7 +22,14 @@ import torch
 
 from rlformer.config import TrainConfig
 from rlformer.learners.distributed import GroupReducer
-from rlformer.learners.parallel import GroupMember, LearnerGroup, ray_init_options, to_cpu
+from rlformer.learners.parallel import (
+    GroupMember,
+    LearnerGroup,
+    learner_device,
+    learner_placement,
+    ray_init_options,
+    to_cpu,
+)
 from rlformer.learners.ppo import PPOLearner, SequenceBatch, batch_diagnostics, run_epochs
 from rlformer.learners.ppo_shards import ShardedPPOLearner
 from rlformer.models.actor_critic import ActorCritic
@@ -121,7 +128,7 @@ class ParallelPPOLearner:
     ) -> None:
         self.model = model  # stays on the CPU: it feeds the rollout workers and checkpoints
         self.cfg = cfg
-        self.device = device
+        self.device = learner_device(cfg, device)
         self.total_iterations = max(total_iterations, 1)
         self.iteration = 0
         self.generator = torch.Generator().manual_seed(cfg.run.seed)
@@ -137,8 +144,7 @@ class ParallelPPOLearner:
             PPOReplica,
             (self.model, self.cfg, self.total_iterations),
             size=learner.num_learners,
-            cpus=learner.cpus_per_learner,
-            gpus=1 if self.device.type == "cuda" else 0,
+            **learner_placement(learner, self.device),
             timeout_s=learner.timeout_s,
             device=self.device.type,
             threads=self.cfg.run.torch_threads,
@@ -200,9 +206,9 @@ def make_ppo_learner(
     model: ActorCritic, cfg: TrainConfig, device: torch.device, total_iterations: int
 ) -> PPOLearner | ParallelPPOLearner:
     """One learner in this process (computing each step in ``learner.accumulate`` chunks), or
-    the driver of ``learner.num_learners`` replicas."""
+    the driver of ``learner.num_learners`` replicas (Ray actors: ``LearnerConfig.on_ray``)."""
     learner = cfg.learner
-    if learner.num_learners > 1:
+    if learner.on_ray:
         return ParallelPPOLearner(model, cfg, device, total_iterations)
     args = (model, cfg.ppo, device, total_iterations)
     options = {"seed": cfg.run.seed, "nonfinite": cfg.run.nonfinite}

@@ -6,6 +6,11 @@ The 3K tokens of a K-step window go through :class:`~rlformer.core.MemoryCore` w
 sliding-window mask, and ``a_t`` is predicted from the output at the ``s_t`` token, which can see
 ``R_0..R_t, s_0..s_t, a_0..a_{t-1}`` but never ``a_t`` or anything later.
 
+States are flat vectors, or (with an ``encoder``) observation trees read by PPO's per-leaf
+:class:`~rlformer.models.encoders.ObservationEncoder` (CNNs for images, one-hot discrete leaves);
+actions are Box, Discrete, MultiDiscrete or MultiBinary, each with its own token and head
+(:mod:`rlformer.models.dt_spaces`).
+
 Two ways to use it:
 
 * plain DT: ``forward`` on a left-padded window with no memory (``core.memory_length`` >= 3K so
@@ -28,10 +33,20 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import gymnasium as gym
 import torch
 from torch import nn
 
 from rlformer.core import CoreConfig, Memory, MemoryCore
+from rlformer.core.device import autocast_context
+from rlformer.models.distributions import (
+    ActionDistribution,
+    Bernoulli,
+    Categorical,
+    MultiCategorical,
+)
+from rlformer.models.dt_spaces import ActionKind
+from rlformer.models.spaces import Tree, tree_first
 
 TOKENS_PER_STEP = 3
 
@@ -44,8 +59,9 @@ class DTOutput(NamedTuple):
     """Action predictions and the core's new memory.
 
     ``action_preds`` is what a deterministic policy plays: the action in [-1, 1] (continuous) or
-    the logits (discrete). A stochastic DT also returns the Gaussian it samples from before the
-    tanh squashing: ``action_mean`` and ``action_log_std`` (both None for a plain DT).
+    the logits (Discrete, MultiDiscrete, MultiBinary). A stochastic DT also returns the
+    Gaussian it samples continuous actions from before the tanh squashing: ``action_mean`` and
+    ``action_log_std`` (both None otherwise).
     """
 
     action_preds: torch.Tensor  # [B, K, act_dim]
@@ -66,58 +82,105 @@ class DecisionTransformer(nn.Module):
         max_timestep: int = 4096,
         action_tanh: bool = True,
         stochastic: bool = False,
+        *,
+        action_kind: ActionKind | None = None,
+        action_nvec: list[int] | None = None,
+        encoder: nn.Module | None = None,
     ) -> None:
+        """``action_kind`` defaults to ``discrete`` or ``box`` as ``discrete`` says (a
+        MultiDiscrete head also needs ``action_nvec``); ``encoder`` turns observation trees into
+        ``state_dim`` features (None: states are flat vectors of ``state_dim`` values)."""
         super().__init__()
-        self.state_dim, self.act_dim, self.discrete = state_dim, act_dim, discrete
+        kind: ActionKind = action_kind or ("discrete" if discrete else "box")
+        self.action_kind = kind
+        self.state_dim, self.act_dim, self.discrete = state_dim, act_dim, kind == "discrete"
+        self.action_nvec = [act_dim] if action_nvec is None else [int(n) for n in action_nvec]
+        if kind == "multidiscrete" and sum(self.action_nvec) != act_dim:
+            raise ValueError(f"act_dim {act_dim} is not the sum of nvec {self.action_nvec}")
         self.stochastic = stochastic
         self.max_timestep = max_timestep
         d = core.d_model
         self.embed_return = nn.Linear(1, d)
+        self.encoder = encoder
         self.embed_state = nn.Linear(state_dim, d)
-        # Discrete actions arrive as indices and are embedded by lookup (= linear on one-hot).
-        self.embed_action: nn.Module = (
-            nn.Embedding(act_dim, d) if discrete else nn.Linear(act_dim, d)
-        )
+        self.embed_action = self._action_embedding(d)
         self.embed_timestep = nn.Embedding(max_timestep, d)
         self.embed_norm = nn.LayerNorm(d)
         self.core = MemoryCore(core)
         head: list[nn.Module] = [nn.Linear(d, act_dim)]
-        if action_tanh and not discrete:
+        if action_tanh and kind == "box":
             head.append(nn.Tanh())  # continuous actions are normalised to [-1, 1]
         self.predict_action = nn.Sequential(*head)
-        # Online DT: a state-dependent spread for continuous actions (discrete logits already
-        # are a distribution). Separate from predict_action so a DT checkpoint loads into it.
+        # Online DT: a state-dependent spread for continuous actions (logits already are a
+        # distribution). Separate from predict_action so a DT checkpoint loads into it.
         self.predict_log_std: nn.Module | None = (
-            nn.Linear(d, act_dim) if stochastic and not discrete else None
+            nn.Linear(d, act_dim) if stochastic and kind == "box" else None
         )
+
+    def _action_embedding(self, d: int) -> nn.Module:
+        """The action token's layer: a lookup for indices (= linear on one-hots), linear on
+        Box actions and on bits. A MultiDiscrete action sums its components' embeddings, kept
+        in one table at each component's offset."""
+        kind = self.action_kind
+        if kind == "multidiscrete":
+            offsets = torch.tensor([0, *self.action_nvec[:-1]]).cumsum(0)
+            self.register_buffer("action_offsets", offsets, persistent=False)
+        if kind in ("discrete", "multidiscrete"):
+            return nn.Embedding(self.act_dim, d)
+        return nn.Linear(self.act_dim, d)
+
+    @property
+    def action_distribution(self) -> ActionDistribution | None:
+        """The distribution over the head's logits, None for Box actions: PPO's per-space
+        distributions, whose log-probabilities and entropies sum over components."""
+        kind = self.action_kind
+        if kind == "discrete":
+            return Categorical(gym.spaces.Discrete(self.act_dim))
+        if kind == "multidiscrete":
+            return MultiCategorical(gym.spaces.MultiDiscrete(self.action_nvec))
+        if kind == "multibinary":
+            return Bernoulli(gym.spaces.MultiBinary(self.act_dim))
+        return None
 
     def initial_memory(self, batch_size: int, device: torch.device | str = "cpu") -> Memory:
         return self.core.initial_memory(batch_size, device=torch.device(device))
 
     def embed(
         self,
-        states: torch.Tensor,
+        states: Tree,
         actions: torch.Tensor,
         returns_to_go: torch.Tensor,
         timesteps: torch.Tensor,
     ) -> torch.Tensor:
         """Interleaved token embeddings ``[B, 3K, d]`` in (R_t, s_t, a_t) order."""
-        batch, steps = states.shape[:2]
+        batch, steps = tree_first(states).shape[:2]
         time = self.embed_timestep(timesteps.clamp(0, self.max_timestep - 1))  # [B, K, d]
-        action_in = actions.long() if self.discrete else actions
+        features = states
+        if self.encoder is not None:  # at the core's precision (bf16 on CUDA under "auto")
+            with autocast_context(timesteps.device, self.core.cfg.precision):
+                features = self.encoder(states).float()
         tokens = torch.stack(
             (
                 self.embed_return(returns_to_go) + time,
-                self.embed_state(states) + time,
-                self.embed_action(action_in) + time,
+                self.embed_state(features) + time,
+                self.embed_actions(actions) + time,
             ),
             dim=2,
         )  # [B, K, 3, d]
         return self.embed_norm(tokens.reshape(batch, TOKENS_PER_STEP * steps, -1))  # [B, 3K, d]
 
+    def embed_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """``[B, K, d]`` embeddings of model-space actions (see the module docstring)."""
+        kind = self.action_kind
+        if kind == "discrete":
+            return self.embed_action(actions.long())
+        if kind == "multidiscrete":
+            return self.embed_action(actions.long() + self.action_offsets).sum(-2)
+        return self.embed_action(actions if kind == "box" else actions.float())
+
     def forward(
         self,
-        states: torch.Tensor,
+        states: Tree,
         actions: torch.Tensor,
         returns_to_go: torch.Tensor,
         timesteps: torch.Tensor,
@@ -128,15 +191,17 @@ class DecisionTransformer(nn.Module):
         """Predict every step's action.
 
         Args:
-            states: ``[B, K, state_dim]`` (normalised).
-            actions: ``[B, K, act_dim]`` floats, or ``[B, K]`` indices when discrete.
+            states: ``[B, K, state_dim]`` (normalised), or with an encoder a tree of
+                ``[B, K, *leaf]`` arrays (:class:`~rlformer.models.dt_spaces.StateLayout`).
+            actions: ``[B, K, act_dim]`` floats (Box, MultiBinary), ``[B, K]`` indices
+                (Discrete) or ``[B, K, components]`` indices (MultiDiscrete).
             returns_to_go: ``[B, K, 1]`` (already divided by the return scale).
             timesteps: ``[B, K]`` episode step indices.
             mask: ``[B, K]`` True for real steps, False for padding.
             memory: core memory from the previous window of the same episodes (memory DT).
             episode_start: ``[B]`` True where this window starts a new episode (memory DT).
         """
-        batch, steps = states.shape[:2]
+        batch, steps = tree_first(states).shape[:2]
         tokens = self.embed(states, actions, returns_to_go, timesteps)
         padding = None
         if mask is not None:
@@ -169,10 +234,31 @@ class DecisionTransformer(nn.Module):
 
 
 def dt_loss(
-    action_preds: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor, discrete: bool
+    action_preds: torch.Tensor,
+    actions: torch.Tensor,
+    mask: torch.Tensor,
+    discrete: bool | ActionKind,
+    nvec: list[int] | None = None,
 ) -> torch.Tensor:
-    """MSE (continuous) or cross-entropy (discrete) over real (unpadded) steps only."""
+    """The imitation loss over real (unpadded) steps: MSE (continuous), cross-entropy
+    (discrete), or per step the sum of the components' cross-entropies (MultiDiscrete, whose
+    ``nvec`` it needs, and MultiBinary). ``discrete`` is a bool or the action kind."""
+    kind = discrete if isinstance(discrete, str) else ("discrete" if discrete else "box")
     real = mask.bool()
-    if discrete:
+    if kind == "discrete":
         return nn.functional.cross_entropy(action_preds[real], actions[real].long())
-    return (action_preds[real] - actions[real]).pow(2).mean()
+    if kind == "box":
+        return (action_preds[real] - actions[real]).pow(2).mean()
+    logits, target = action_preds[real].float(), actions[real]
+    if kind == "multibinary":
+        bits = nn.functional.binary_cross_entropy_with_logits(
+            logits, target.float(), reduction="none"
+        )
+        return bits.sum(-1).mean()
+    if nvec is None:
+        raise ValueError("the loss of MultiDiscrete actions needs their nvec")
+    parts = [
+        nn.functional.cross_entropy(component, target[..., k].long())
+        for k, component in enumerate(logits.split(nvec, dim=-1))
+    ]
+    return torch.stack(parts).sum()

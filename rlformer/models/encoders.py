@@ -124,7 +124,9 @@ class MinAtarCNN(nn.Module):
 class ObservationEncoder(nn.Module):
     """Observation tree ``[*lead, ...]`` per leaf -> features ``[*lead, out_dim]``."""
 
-    def __init__(self, space: gym.Space, cfg: ModelConfig) -> None:
+    def __init__(self, space: gym.Space, cfg: ModelConfig, setting: str = "model.cnn") -> None:
+        """``setting``: the config key that chooses the CNN, as errors name it (a Decision
+        Transformer's is ``dt.cnn``)."""
         super().__init__()
         self.leaves = leaf_spaces(space)
         self.kinds: dict[str, str] = {}
@@ -147,7 +149,7 @@ class ObservationEncoder(nn.Module):
                 self.kinds[path] = layout
                 if is_bool_box(leaf):
                     self._binary_images.add(path)
-                self.cnns[name] = _make_cnn(cfg, int(c), int(h), int(w), path)
+                self.cnns[name] = _make_cnn(cfg, int(c), int(h), int(w), path, setting)
                 self.out_dim += cfg.cnn_features
             elif isinstance(leaf, gym.spaces.Discrete):
                 self.kinds[path] = "discrete"
@@ -246,14 +248,16 @@ def _full_fp32_convolutions(x: torch.Tensor) -> Iterator[None]:
         torch.backends.cudnn.allow_tf32 = previous
 
 
-def _make_cnn(cfg: ModelConfig, c: int, h: int, w: int, path: str) -> nn.Module:
+def _make_cnn(
+    cfg: ModelConfig, c: int, h: int, w: int, path: str, setting: str = "model.cnn"
+) -> nn.Module:
     where = f"observation key {path!r}" if path else "the observation"
     if cfg.cnn == "nature":
         if min(h, w) < NATURE_MIN_SIZE:
             raise SpaceError(
                 f"{where} is a {h}x{w} image, smaller than the Nature CNN's "
-                f"{NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}: set model.cnn=impala (any size), "
-                "model.cnn=minatar (one small convolution, for grids such as MinAtar's 10x10) "
+                f"{NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}: set {setting}=impala (any size), "
+                f"{setting}=minatar (one small convolution, for grids such as MinAtar's 10x10) "
                 "or resize it with a wrapper, e.g. gymnasium.wrappers:ResizeObservation"
             )
         return NatureCNN(c, h, w, cfg.cnn_features)
@@ -261,7 +265,7 @@ def _make_cnn(cfg: ModelConfig, c: int, h: int, w: int, path: str) -> nn.Module:
         if min(h, w) < MINATAR_MIN_SIZE:
             raise SpaceError(
                 f"{where} is a {h}x{w} image, smaller than the MinAtar CNN's 3x3 convolution: "
-                "set model.cnn=impala (any size)"
+                f"set {setting}=impala (any size)"
             )
         return MinAtarCNN(c, h, w, cfg.cnn_features)
     return ImpalaCNN(c, h, w, cfg.cnn_features)

@@ -8,11 +8,15 @@ model). The state is the row's context window, explicit data like every policy's
   ``history`` steps when set (the Online DT paper's shorter acting context);
 * a memory DT fills windows of K steps aligned to the episode start and, when a window is
   complete, carries the core's memory of it into the next window: exactly how it was trained.
+
+Observations of any space rlformer encodes are kept as the model reads them
+(:class:`~rlformer.models.dt_spaces.StateLayout`), and actions of any action space are chosen by
+the head of that space: greedily, or sampled from its distribution.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,24 +31,48 @@ from rlformer.checkpoints import (
     load_weights,
     require_keys,
 )
-from rlformer.config import TrainConfig
+from rlformer.config import ModelConfig, TrainConfig
 from rlformer.core import Memory
 from rlformer.models.decision_transformer import DecisionTransformer, DTOutput
 from rlformer.models.distributions import mask_logits
+from rlformer.models.dt_spaces import (
+    StateLayout,
+    action_bounds,
+    action_kind,
+    action_nvec,
+    env_actions,
+    head_size,
+)
+from rlformer.models.encoders import ObservationEncoder
+from rlformer.models.spaces import SpaceError, Tree, flatten_obs, tree_map
 from rlformer.policies.base import PolicyInfo
+
+__all__ = [
+    "DTContext",
+    "DTPolicy",
+    "DTStep",
+    "action_bounds",
+    "build_dt",
+    "dt_encoder",
+    "dt_policy",
+    "load_dt_policy",
+    "sampling_problem",
+    "stored_array",
+]
 
 
 @dataclass
 class DTContext:
     """Each row's context: the steps of its current window and what conditions the next one.
 
-    Window entries are what the model reads: normalised states, model-space actions (indices,
-    or [-1, 1] when continuous), returns-to-go (unscaled), episode timesteps; ``valid`` marks
-    real steps (padding is zero).
+    Window entries are what the model reads: normalised states (one array, or a dict of leaves:
+    :class:`~rlformer.models.dt_spaces.StateLayout`), model-space actions (indices, bits, or
+    [-1, 1] when continuous), returns-to-go (unscaled), episode timesteps; ``valid`` marks real
+    steps (padding is zero).
     """
 
-    states: np.ndarray  # [n, W, state_dim] float32
-    actions: np.ndarray  # [n, W] (discrete) or [n, W, act_dim], float32
+    states: Tree  # [n, W, state_dim] float32, or per leaf [n, W, *leaf]
+    actions: np.ndarray  # [n, W] (discrete), [n, W, components] or [n, W, act_dim], float32
     returns_to_go: np.ndarray  # [n, W] float32
     timesteps: np.ndarray  # [n, W] int64
     valid: np.ndarray  # [n, W] bool
@@ -57,7 +85,7 @@ class DTContext:
 class DTStep(NamedTuple):
     """One step of a DT policy: env-format actions, the same actions in the model's space (what
     a trajectory buffer stores), the rows' next context, and the model's prediction at each
-    row's step (logits when discrete, the [-1, 1] action when continuous)."""
+    row's step (logits, or the [-1, 1] action when continuous)."""
 
     env_actions: np.ndarray
     model_actions: np.ndarray
@@ -81,6 +109,13 @@ class DTPolicy:
     info: PolicyInfo | None = None
     observation_space: gym.Space | None = None
     action_space: gym.Space | None = None
+    layout: StateLayout = field(init=False)
+
+    def __post_init__(self) -> None:
+        # A model without an encoder reads flat vectors, whatever the space (DTs built in code,
+        # and checkpoints whose statistics cover a whole Discrete or image observation).
+        flat = getattr(self.model, "encoder", None) is None
+        self.layout = StateLayout(None if flat else self.observation_space, flat=flat)
 
     @property
     def window(self) -> int:
@@ -88,8 +123,9 @@ class DTPolicy:
         return self.context if self.carry_memory or self.history is None else self.history
 
     def to_env_action(self, prediction: np.ndarray) -> np.ndarray:
+        """The greedy env action of a Box or Discrete head's prediction."""
         if self.model.discrete:
-            return prediction.argmax(-1)
+            return env_actions(prediction.argmax(-1), self.action_space)
         if self.action_low is None or self.action_high is None:
             return prediction
         return self.action_low + (prediction + 1.0) * 0.5 * (self.action_high - self.action_low)
@@ -119,9 +155,17 @@ class DTPolicy:
                 raise ValueError("a Decision Transformer needs a target return to act")
             target_return = targets[0]
         model, w = self.model, self.window
-        action_shape = (n, w) if model.discrete else (n, w, model.act_dim)
+        action_shape = {
+            "discrete": (n, w),
+            "multidiscrete": (n, w, len(model.action_nvec)),
+        }.get(_kind(model), (n, w, model.act_dim))
+        states = (
+            np.zeros((n, w, model.state_dim), np.float32)
+            if self.layout.flat
+            else self.layout.zeros((n, w))
+        )
         return DTContext(
-            states=np.zeros((n, w, model.state_dim), np.float32),
+            states=states,
             actions=np.zeros(action_shape, np.float32),
             returns_to_go=np.zeros((n, w), np.float32),
             timesteps=np.zeros((n, w), np.int64),
@@ -189,7 +233,7 @@ class DTPolicy:
         n = len(starts)
         state = replace(
             state,
-            states=state.states.copy(),
+            states=tree_map(np.copy, state.states),
             actions=state.actions.copy(),
             returns_to_go=state.returns_to_go.copy(),
             timesteps=state.timesteps.copy(),
@@ -197,7 +241,7 @@ class DTPolicy:
             step=np.where(starts, 0, state.step),
         )
         if starts.any():
-            state.states[starts] = 0.0
+            _set(state.states, starts, 0)
             state.actions[starts] = 0.0
             state.returns_to_go[starts] = 0.0
             state.timesteps[starts] = 0
@@ -213,34 +257,48 @@ class DTPolicy:
             rest = ~starts
             returns[rest] = state.last_return[rest] - np.asarray(reward)[rest]
         state.last_return = returns
-        raw = np.asarray(obs, np.float32).reshape(n, -1)
-        normalised = ((raw - self.state_mean) / self.state_std).astype(np.float32)
+        normalised = self._normalised(obs, n)
         position = self._position(state.step)
         if self.carry_memory:
             fresh = position == 0  # a new window: the previous one lives on in memory
-            for name, fill in (("states", 0.0), ("actions", 0.0), ("returns_to_go", 0.0)):
+            _set(state.states, fresh, 0)
+            for name, fill in (("actions", 0.0), ("returns_to_go", 0.0)):
                 getattr(state, name)[fresh] = fill
             state.timesteps[fresh] = 0
             state.valid[fresh] = False
         else:  # slide the window by one step
-            for name in ("states", "actions", "returns_to_go", "timesteps", "valid"):
-                array = getattr(state, name)
+            leaves = state.states.values() if isinstance(state.states, dict) else [state.states]
+            others = (state.actions, state.returns_to_go, state.timesteps, state.valid)
+            for array in (*leaves, *others):
                 array[:, :-1] = array[:, 1:].copy()
                 array[:, -1] = 0
         rows = np.arange(n)
-        state.states[rows, position] = normalised
+        _set(state.states, (rows, position), normalised)
         state.actions[rows, position] = 0.0
         state.returns_to_go[rows, position] = returns
         state.timesteps[rows, position] = state.step
         state.valid[rows, position] = True
         return state
 
-    def _tensors(self, state: DTContext) -> tuple[torch.Tensor, ...]:
+    def _normalised(self, obs: Any, n: int) -> Tree:
+        """This step's observations of ``n`` rows (as a vector env gives them, or already a
+        tree of leaves) as the model reads them."""
+        if self.layout.flat:
+            raw = np.asarray(obs, np.float32).reshape(n, -1)
+            return ((raw - self.state_mean) / self.state_std).astype(np.float32)
+        layout = self.layout
+        assert layout.space is not None
+        is_tree = isinstance(obs, dict) and set(obs) == set(layout.leaves)
+        inputs = layout.inputs(obs if is_tree else flatten_obs(layout.space, obs))
+        return layout.standardize(inputs, self.state_mean, self.state_std)
+
+    def _tensors(self, state: DTContext) -> tuple[Any, ...]:
         """The model's inputs for the rows' windows."""
         actions = torch.as_tensor(state.actions)
+        indices = _kind(self.model) in ("discrete", "multidiscrete")
         return (
-            torch.as_tensor(state.states),
-            actions.long() if self.model.discrete else actions,
+            tree_map(torch.as_tensor, state.states),
+            actions.long() if indices else actions,
             torch.as_tensor(state.returns_to_go / self.return_scale)[..., None],
             torch.as_tensor(state.timesteps),
         )
@@ -254,20 +312,27 @@ class DTPolicy:
         generator: torch.Generator | None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Each row's action at its position: (model space, env space)."""
-        model = self.model
+        model, kind = self.model, _kind(self.model)
         preds = out.action_preds[rows, position].float()
         if action_mask is not None:
-            if not model.discrete:
-                raise ValueError("action masks apply to Discrete actions, not a continuous DT")
+            if kind not in ("discrete", "multidiscrete"):
+                raise ValueError(
+                    f"action masks apply to Discrete and MultiDiscrete actions, not a {kind} DT"
+                )
             preds = mask_logits(preds, torch.as_tensor(action_mask))
+        if kind in ("multidiscrete", "multibinary"):
+            dist = model.action_distribution
+            assert dist is not None
+            chosen = dist.sample(preds, generator is None, generator).numpy()
+            return chosen.astype(np.float32), env_actions(chosen, self.action_space)
         if generator is None:
-            env_actions = self.to_env_action(preds.numpy())
+            env_action = self.to_env_action(preds.numpy())
             if model.discrete:
-                return np.asarray(env_actions), env_actions
-            return self.normalize_action(np.asarray(env_actions, np.float32)), env_actions
+                return np.asarray(preds.numpy().argmax(-1)), env_action
+            return self.normalize_action(np.asarray(env_action, np.float32)), env_action
         if model.discrete:
             chosen = torch.multinomial(torch.softmax(preds, -1), 1, generator=generator)[:, 0]
-            return chosen.numpy(), chosen.numpy()
+            return chosen.numpy(), env_actions(chosen.numpy(), self.action_space)
         if out.action_mean is None or out.action_log_std is None:
             raise ValueError(f"cannot sample actions: {sampling_problem(model)}")
         mean = out.action_mean[rows, position].float()
@@ -295,10 +360,10 @@ class DTPolicy:
 def sampling_problem(model: DecisionTransformer) -> str | None:
     """Why ``model`` has no action distribution to sample from, or None if it has one.
 
-    A discrete DT samples its softmax and an online DT its squashed Gaussian; a plain DT with
-    continuous actions regresses one action per step.
+    A DT with logits (Discrete, MultiDiscrete, MultiBinary actions) samples them and an online
+    DT its squashed Gaussian; a plain DT with continuous actions regresses one action per step.
     """
-    if model.discrete or model.stochastic:
+    if _kind(model) != "box" or model.stochastic:
         return None
     return (
         "a Decision Transformer with continuous actions predicts one action per step, not a "
@@ -306,31 +371,43 @@ def sampling_problem(model: DecisionTransformer) -> str | None:
     )
 
 
-def action_bounds(space: gym.Space) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Finite Box bounds used to train continuous actions in [-1, 1] (None otherwise)."""
-    if (
-        isinstance(space, gym.spaces.Box)
-        and np.isfinite(space.low).all()
-        and np.isfinite(space.high).all()
-    ):
-        return space.low.astype(np.float32).reshape(-1), space.high.astype(np.float32).reshape(-1)
-    return None, None
+def dt_encoder(cfg: TrainConfig, layout: StateLayout) -> ObservationEncoder | None:
+    """PPO's per-leaf observation encoder with the ``dt`` section's CNN settings, for a leaves
+    layout (None for a flat one). Raises :class:`~rlformer.models.spaces.SpaceError` (one
+    line, naming the leaf) for a leaf it cannot encode, such as an image too small for
+    ``dt.cnn``."""
+    if layout.flat:
+        return None
+    dt = cfg.dt
+    settings = ModelConfig(cnn=dt.cnn, cnn_features=dt.cnn_features, image_scale=dt.image_scale)
+    return ObservationEncoder(layout.model_space(), settings, setting="dt.cnn")
 
 
 def build_dt(
-    cfg: TrainConfig, observation_space: gym.Space, action_space: gym.Space
+    cfg: TrainConfig,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    layout: StateLayout | None = None,
 ) -> DecisionTransformer:
-    """The DT a config describes for these spaces (an online DT's has a learned spread)."""
-    discrete = isinstance(action_space, gym.spaces.Discrete)
-    act_dim = int(action_space.n) if discrete else int(np.prod(action_space.shape))
-    state_dim = int(np.prod(observation_space.shape))
+    """The DT a config describes for these spaces (an online DT's has a learned spread).
+
+    ``layout`` (default: the space's own, :class:`StateLayout`) says how states are read: a
+    flat one gets no encoder, any other one :func:`dt_encoder`.
+    """
+    layout = layout or StateLayout(observation_space)
+    encoder = dt_encoder(cfg, layout)
+    state_dim = int(np.prod(observation_space.shape)) if encoder is None else encoder.out_dim
+    kind = action_kind(action_space)
     return DecisionTransformer(
         state_dim,
-        act_dim,
-        discrete,
+        head_size(action_space),
+        kind == "discrete",
         cfg.dt.core,
         cfg.dt.max_timestep,
         stochastic=cfg.algo == "odt",  # ODT's policy is a distribution with a learned spread
+        action_kind=kind,
+        action_nvec=action_nvec(action_space) if kind == "multidiscrete" else None,
+        encoder=encoder,
     )
 
 
@@ -348,9 +425,16 @@ def load_dt_policy(
     cfg = checkpoint_config(payload, path)
     observation_space, action_space = checkpoint_spaces(payload, path)
     require_keys(payload, path, "normalization")
-    model = build_dt(cfg, observation_space, action_space)
-    load_weights(model, payload, path)
     stats = payload["normalization"]
+    try:
+        size = int(np.asarray(stored_array(stats["state_mean"])).size)
+        layout = StateLayout.of_checkpoint(observation_space, size)
+        model = build_dt(cfg, observation_space, action_space, layout)
+    except (KeyError, TypeError, AttributeError, ValueError) as err:
+        if isinstance(err, SpaceError):
+            raise CheckpointError(f"{path}: {err}") from None
+        raise CheckpointError(f"{path}: malformed normalization entry ({err})") from None
+    load_weights(model, payload, path)
     info = PolicyInfo(
         str(path),
         "dt",
@@ -383,3 +467,19 @@ def load_dt_policy(
 def dt_policy(payload: dict[str, Any], name: str) -> DTPolicy:
     """The policy a DT or ODT checkpoint (``kind: dt``) holds."""
     return load_dt_policy(payload, name)[0]
+
+
+def _set(tree: Tree, index: Any, value: Any) -> None:
+    """``tree[index] = value`` for an array or every leaf of a dict (``value`` a matching
+    tree, or one value for all)."""
+    if not isinstance(tree, dict):
+        tree[index] = value
+        return
+    for key, array in tree.items():
+        array[index] = value[key] if isinstance(value, dict) else value
+
+
+def _kind(model: Any) -> str:
+    """A model's action kind; modules that only say ``discrete`` (a benchmark's reference
+    models) are Discrete or Box."""
+    return getattr(model, "action_kind", None) or ("discrete" if model.discrete else "box")

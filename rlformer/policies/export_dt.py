@@ -8,16 +8,21 @@ written through a one-hot of its position, and a memory DT's window-completion f
 every step, its memory taken only by the rows whose window is complete. Normalisation, the
 return scale and the action bounds are constants of the graph.
 
-Inputs: ``obs [B, *obs_shape]``, ``episode_start [B]``, ``reward [B]`` (each row's reward for its
-last action), ``action_mask [B, n]`` (discrete), ``noise [B, act_dim]`` (discrete and online DTs:
-zeros play the most likely action; Gumbel noise samples a discrete DT, standard normal noise an
+Inputs: ``obs [B, *obs_shape]`` (float32) for a DT that reads flat vectors, else one input per
+observation leaf as PPO's exports take them (``obs.<leaf path>`` in the leaf's dtype),
+``episode_start [B]``, ``reward [B]`` (each row's reward for its last action),
+``action_mask [B, n]`` (Discrete, MultiDiscrete: one entry per logit), ``noise [B, act_dim]``
+(DTs with logits and online DTs: zeros play the most likely action; Gumbel noise samples
+Discrete and MultiDiscrete logits, logistic noise MultiBinary bits, standard normal noise an
 online DT's squashed Gaussian), then the state:
 
 ==================  ======================  ====================================
 state               shape                   initial value
 ==================  ======================  ====================================
-``states``          ``[B, K, state_dim]``   0 (normalised states of the window)
-``actions``         ``[B, K]`` / ``[B, K, A]``  0 (model space: indices or [-1, 1])
+``states``          ``[B, K, state_dim]``   0 (normalised states of the window; per
+                                            leaf ``states.<leaf path> [B, K, *leaf]`` in
+                                            the leaf's window dtype: StateLayout)
+``actions``         ``[B, K]`` / ``[B, K, A]``  0 (model space: indices, bits or [-1, 1])
 ``returns_to_go``   ``[B, K]``              0 (unscaled)
 ``timesteps``       ``[B, K]`` int64        0
 ``valid``           ``[B, K]`` bool         False
@@ -28,8 +33,8 @@ state               shape                   initial value
 ``memory_valid``    ``[B, M]`` bool         False (memory DT only)
 ==================  ======================  ====================================
 
-Outputs: ``action`` (env format), ``logits`` (discrete) or ``prediction`` (continuous, in
-[-1, 1]), and ``next_<state>`` for each state.
+Outputs: ``action`` (env format), ``logits`` (Discrete, MultiDiscrete, MultiBinary) or
+``prediction`` (continuous, in [-1, 1]), and ``next_<state>`` for each state.
 """
 
 from __future__ import annotations
@@ -42,10 +47,13 @@ from torch import nn
 from rlformer.core import Memory
 from rlformer.models.decision_transformer import DecisionTransformer
 from rlformer.models.distributions import mask_logits
+from rlformer.models.dt_spaces import action_start
+from rlformer.models.spaces import Tree
 from rlformer.policies.decision_transformer import DTPolicy
 from rlformer.policies.export_spec import (
     BATCH,
     TensorSpec,
+    observation_specs,
     state_spec,
     traceable_copy,
 )
@@ -58,45 +66,94 @@ class DTStepModule(nn.Module):
         super().__init__()
         self.model: DecisionTransformer = traceable_copy(policy.model)  # type: ignore[assignment]
         model = self.model
+        self.kind = model.action_kind
         self.window, self.carry_memory = policy.window, policy.carry_memory
         self.return_scale = float(policy.return_scale)
         self.register_buffer("state_mean", torch.as_tensor(np.asarray(policy.state_mean)))
         self.register_buffer("state_std", torch.as_tensor(np.asarray(policy.state_std)))
-        self.bounded = not model.discrete and policy.action_low is not None
+        self.bounded = self.kind == "box" and policy.action_low is not None
         if self.bounded:
             self.register_buffer("action_low", torch.as_tensor(policy.action_low))
             self.register_buffer("action_high", torch.as_tensor(policy.action_high))
-        self.sampled = model.discrete or model.stochastic
+        self.sampled = self.kind != "box" or model.stochastic
+        self.layout = policy.layout
+        self.action_space = policy.action_space
+        self._register_starts(policy)
         space = policy.observation_space
-        if space is None:  # a DT built in code: its states are flat vectors
-            space = gym.spaces.Box(-np.inf, np.inf, (model.state_dim,), np.float32)
-        self.leaves: dict[str, gym.Space] = {"": space}
+        if self.layout.flat:
+            if space is None:  # a DT built in code: its states are flat vectors
+                space = gym.spaces.Box(-np.inf, np.inf, (model.state_dim,), np.float32)
+            self.leaves: dict[str, gym.Space] = {"": space}
+        else:
+            self.leaves = self.layout.leaves
+        self.state_names = {path: _state_name(path) for path in self.leaves}
+        self.window_names = [*self.state_names.values(), *_WINDOW[1:]]
         self.inputs = self._input_specs(policy)
         self.states = [spec for spec in self.inputs if spec.role == "state"]
-        action = TensorSpec(
-            "action",
-            (BATCH,) if model.discrete else (BATCH, model.act_dim),
-            "int64" if model.discrete else "float32",
-        )
         preds = TensorSpec(
-            "logits" if model.discrete else "prediction", (BATCH, model.act_dim), "float32"
+            "prediction" if self.kind == "box" else "logits", (BATCH, model.act_dim), "float32"
         )
-        self.outputs = [action, preds, *(spec.next_state() for spec in self.states)]
+        self.outputs = [self._action_spec(), preds, *(spec.next_state() for spec in self.states)]
+
+    def _register_starts(self, policy: DTPolicy) -> None:
+        """Constants of the graph: what the env adds to the model's indices, per discrete
+        observation leaf and for the actions."""
+        layout = self.layout
+        for index, path in enumerate(layout.leaves):
+            if layout.kinds[path] in ("discrete", "multidiscrete"):
+                self.register_buffer(f"leaf{index}_start", torch.as_tensor(layout.starts(path)))
+        start = np.asarray(action_start(policy.action_space), dtype=np.int64).reshape(-1)
+        self.shifted = bool(start.any())
+        if self.shifted:
+            self.register_buffer("action_start", torch.as_tensor(start))
+
+    def _action_spec(self) -> TensorSpec:
+        model, space = self.model, self.action_space
+        if self.kind == "discrete":
+            return TensorSpec("action", (BATCH,), "int64")
+        if self.kind == "box":
+            return TensorSpec("action", (BATCH, model.act_dim), "float32")
+        if self.kind == "multidiscrete":
+            dtype = np.dtype(space.dtype if space is not None else np.int64).name
+            return TensorSpec("action", (BATCH, len(model.action_nvec)), dtype)
+        shape = tuple(space.shape) if space is not None else (model.act_dim,)
+        dtype = np.dtype(space.dtype if space is not None else np.int8).name
+        return TensorSpec("action", (BATCH, *shape), dtype)
 
     def _input_specs(self, policy: DTPolicy) -> list[TensorSpec]:
         model, w = self.model, self.window
+        if self.layout.flat:
+            observations = [
+                TensorSpec("obs", (BATCH, *self.leaves[""].shape), "float32", "observation", "")
+            ]
+            states = [state_spec("states", (w, model.state_dim), "float32", 0.0)]
+        else:
+            assert policy.observation_space is not None
+            observations = observation_specs(policy.observation_space, self.leaves)
+            states = [
+                state_spec(
+                    self.state_names[path],
+                    (w, *leaf.shape),
+                    np.dtype(self.layout.window_dtype(path)).name,
+                    0.0 if self.layout.kinds[path] == "vector" else 0,
+                )
+                for path, leaf in self.leaves.items()
+            ]
         specs = [
-            TensorSpec("obs", (BATCH, *self.leaves[""].shape), "float32", "observation", ""),
+            *observations,
             TensorSpec("episode_start", (BATCH,), "bool", "episode_start"),
             TensorSpec("reward", (BATCH,), "float32", "reward"),
         ]
-        if model.discrete:
+        if self.kind in ("discrete", "multidiscrete"):
             specs.append(TensorSpec("action_mask", (BATCH, model.act_dim), "bool", "action_mask"))
         if self.sampled:
             specs.append(TensorSpec("noise", (BATCH, model.act_dim), "float32", "noise"))
-        action_shape = (w,) if model.discrete else (w, model.act_dim)
+        action_shape = {
+            "discrete": (w,),
+            "multidiscrete": (w, len(model.action_nvec)),
+        }.get(self.kind, (w, model.act_dim))
         specs += [
-            state_spec("states", (w, model.state_dim), "float32", 0.0),
+            *states,
             state_spec("actions", action_shape, "float32", 0.0),
             state_spec("returns_to_go", (w,), "float32", 0.0),
             state_spec("timesteps", (w,), "int64", 0),
@@ -120,13 +177,12 @@ class DTStepModule(nn.Module):
         x = {spec.name: t for spec, t in zip(self.inputs, tensors, strict=True)}
         starts = x["episode_start"]
         step = torch.where(starts, 0, x["step"])
-        window = {name: _clear_rows(x[name], starts) for name in _WINDOW}
+        window = {name: _clear_rows(x[name], starts) for name in self.window_names}
         memory = None
         if self.carry_memory:
             memory = Memory(x["memory"].transpose(0, 1), x["memory_valid"] & ~starts[:, None])
         returns = torch.where(starts, x["target"], x["last_return"] - x["reward"])
-        raw = x["obs"].reshape(starts.shape[0], -1)
-        normalised = ((raw.to(self.state_mean.dtype) - self.state_mean) / self.state_std).float()
+        observed = self._observed(x, starts.shape[0])
         positions = torch.arange(self.window, device=starts.device)
         if self.carry_memory:
             position = step % self.window
@@ -136,7 +192,8 @@ class DTStepModule(nn.Module):
             position = torch.full_like(step, self.window - 1)
             window = {name: _slide(value) for name, value in window.items()}
         at = positions[None] == position[:, None]  # [B, K] one-hot of each row's position
-        window["states"] = _write(window["states"], at, normalised)
+        for name, value in observed.items():
+            window[name] = _write(window[name], at, value)
         window["actions"] = _write(window["actions"], at, torch.zeros_like(window["actions"][:, 0]))
         window["returns_to_go"] = _write(window["returns_to_go"], at, returns)
         window["timesteps"] = _write(window["timesteps"], at, step)
@@ -146,7 +203,7 @@ class DTStepModule(nn.Module):
             preds = mask_logits(preds, x["action_mask"])
         env_action, chosen = self._choose(preds, out, position, x.get("noise"))
         window["actions"] = _write(window["actions"], at, chosen.to(window["actions"].dtype))
-        next_state = {name: window[name] for name in _WINDOW}
+        next_state = {name: window[name] for name in self.window_names}
         next_state.update(step=step + 1, last_return=returns, target=x["target"])
         if memory is not None:
             memory = self._carry(window, memory, position == self.window - 1)
@@ -154,11 +211,43 @@ class DTStepModule(nn.Module):
         states = [next_state[spec.name] for spec in self.states]
         return (env_action, preds, *states)
 
+    def _observed(self, x: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
+        """This step's observation as the window keeps it, by state name: standardised
+        vectors, discrete leaves from 0, images and bits as uint8."""
+        if self.layout.flat:
+            raw = x["obs"].reshape(batch, -1)
+            mean, std = self.state_mean, self.state_std
+            return {"states": ((raw.to(mean.dtype) - mean) / std).float()}
+        observed, offset = {}, 0
+        specs = {spec.leaf: spec.name for spec in self.inputs if spec.role == "observation"}
+        for index, (path, leaf) in enumerate(self.leaves.items()):
+            raw, kind = x[specs[path]], self.layout.kinds[path]
+            if kind == "vector":
+                size = self.layout.sizes[path]
+                mean = self.state_mean[offset : offset + size]
+                std = self.state_std[offset : offset + size]
+                flat = ((raw.reshape(batch, -1).to(mean.dtype) - mean) / std).float()
+                value = flat.reshape(batch, *leaf.shape)
+                offset += size
+            elif kind in ("discrete", "multidiscrete"):
+                value = raw.long() - getattr(self, f"leaf{index}_start")
+            else:
+                value = raw.to(torch.uint8)
+            observed[self.state_names[path]] = value
+        return observed
+
+    def _states(self, window: dict[str, torch.Tensor]) -> Tree:
+        """The window's states as the model takes them (an array, or a dict of leaves)."""
+        if self.layout.flat or not self.layout.composite:
+            return window["states"]
+        return {path: window[name] for path, name in self.state_names.items()}
+
     def _run(self, window: dict[str, torch.Tensor], memory: Memory | None):  # noqa: ANN202
         actions = window["actions"]
+        indices = self.kind in ("discrete", "multidiscrete")
         return self.model(
-            window["states"],
-            actions.long() if self.model.discrete else actions,
+            self._states(window),
+            actions.long() if indices else actions,
             (window["returns_to_go"] / self.return_scale)[..., None],
             window["timesteps"],
             window["valid"],
@@ -183,9 +272,11 @@ class DTStepModule(nn.Module):
         noise: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(env action, model-space action), as ``DTPolicy._choose`` computes them."""
-        if self.model.discrete:
+        if self.kind == "discrete":
             chosen = preds.argmax(-1) if noise is None else (preds + noise).argmax(-1)
-            return chosen, chosen
+            return (chosen + self.action_start[0] if self.shifted else chosen), chosen
+        if self.kind in ("multidiscrete", "multibinary"):
+            return self._choose_components(preds if noise is None else preds + noise)
         action = preds
         if gaussian and noise is not None:
             mean, log_std = gaussian
@@ -195,6 +286,19 @@ class DTStepModule(nn.Module):
         low, high = self.action_low, self.action_high
         env_action = low + (action + 1.0) * 0.5 * (high - low)
         return env_action, 2.0 * (env_action - low) / (high - low) - 1.0
+
+    def _choose_components(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """MultiDiscrete: each component's best (noisy) logit; MultiBinary: each bit whose
+        (noisy) logit is positive. Returns (env action, model-space action)."""
+        spec = self.outputs[0]
+        dtype = getattr(torch, spec.dtype)
+        if self.kind == "multibinary":
+            bits = (scores > 0).long()
+            return bits.to(dtype).reshape(-1, *spec.shape[1:]), bits
+        parts = scores.split(self.model.action_nvec, dim=-1)
+        chosen = torch.stack([part.argmax(-1) for part in parts], dim=-1)
+        env_action = chosen + self.action_start if self.shifted else chosen
+        return env_action.to(dtype), chosen
 
     def _carry(
         self, window: dict[str, torch.Tensor], memory: Memory, complete: torch.Tensor
@@ -209,6 +313,11 @@ class DTStepModule(nn.Module):
 
 
 _WINDOW = ("states", "actions", "returns_to_go", "timesteps", "valid")
+
+
+def _state_name(path: str) -> str:
+    """A leaf's window state: ``states``, or ``states.<leaf path>`` with dots for slashes."""
+    return "states" if path == "" else "states." + path.replace("/", ".")
 
 
 def _rows(mask: torch.Tensor, value: torch.Tensor) -> torch.Tensor:

@@ -9,8 +9,8 @@ Sampling is written as data a runner can follow without rlformer:
   sample clipped to ``[low, high]`` and reshaped to ``shape``;
 * ``bernoulli`` (MultiBinary): bit ``j`` is 1 with probability ``sigmoid(logits_j)``;
 * ``noise_input`` (Decision Transformers): the graph samples itself from its ``noise`` input:
-  standard Gumbel noise (discrete) or standard normal noise (online DT); zeros act
-  deterministically.
+  standard Gumbel noise (Discrete, MultiDiscrete), standard logistic noise (MultiBinary) or
+  standard normal noise (online DT, Box); zeros act deterministically.
 
 With ``model_action_state`` set, the runner writes its sampled action (before ``start`` / clipping)
 into that next state (the previous-action input of the next step).
@@ -113,26 +113,36 @@ def _ppo_sampling(model: Any, model_action_state: str | None) -> dict[str, Any]:
     return {"distribution": "bernoulli", "logits": "logits", **common}
 
 
+NOISE_KINDS = {
+    "discrete": "gumbel",  # Gumbel-max: argmax(logits + G) is a softmax sample
+    "multidiscrete": "gumbel",  # per component
+    "multibinary": "logistic",  # logit + L > 0 with probability sigmoid(logit)
+    "box": "normal",  # the online DT's Gaussian before tanh
+}
+
+
 def dt_metadata(policy: DTPolicy, step: DTStepModule) -> dict[str, Any]:
-    model = policy.model
     sampling = None
     if step.sampled:
         sampling = {
             "distribution": "noise_input",
             "noise": "noise",
-            "noise_kind": "gumbel" if model.discrete else "normal",
+            "noise_kind": NOISE_KINDS[step.kind],
             "model_action_state": None,
         }
+    normalization = {
+        "state_mean": to_json(np.asarray(policy.state_mean)),
+        "state_std": to_json(np.asarray(policy.state_std)),
+        "return_scale": step.return_scale,
+        "action_low": to_json(policy.action_low),
+        "action_high": to_json(policy.action_high),
+    }
+    if not step.layout.flat:  # the statistics cover these leaves' values, in this order
+        normalization["standardized_leaves"] = list(step.layout.vector)
     return {
         **_common(policy, step, "dt"),
         "window": step.window,
         "carry_memory": step.carry_memory,
-        "normalization": {
-            "state_mean": to_json(np.asarray(policy.state_mean)),
-            "state_std": to_json(np.asarray(policy.state_std)),
-            "return_scale": step.return_scale,
-            "action_low": to_json(policy.action_low),
-            "action_high": to_json(policy.action_high),
-        },
+        "normalization": normalization,
         "sampling": sampling,
     }

@@ -49,7 +49,9 @@ class OnnxPolicy:
                 value = episode_start if role == "episode_start" else reward
                 value = np.zeros(shape) if value is None else value
             elif role == "noise":  # zeros: the most likely action; else the graph samples
-                draw = rng.gumbel if sampling["noise_kind"] == "gumbel" else rng.normal
+                draw = {"gumbel": rng.gumbel, "logistic": rng.logistic}.get(
+                    sampling["noise_kind"], rng.normal
+                )
                 value = np.zeros(shape) if deterministic else draw(size=shape)
             elif role == "action_mask":
                 value = np.ones(shape) if action_mask is None else action_mask

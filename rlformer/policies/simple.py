@@ -58,16 +58,25 @@ class NoisyPolicy:
     """Perturbs another policy's actions.
 
     Box actions get Gaussian noise with standard deviation ``noise`` times half the action range
-    (then clipped to the space); Discrete actions are replaced by a uniform one with probability
-    ``noise`` (epsilon-greedy). Independently, with probability ``random_fraction`` an action
-    is replaced by a uniformly random one: a mixture of the policy and a random policy. The
-    state is the inner policy's.
+    (then clipped to the space); Discrete, MultiDiscrete and MultiBinary actions are replaced by a
+    uniform one (all components at once) with probability ``noise`` (epsilon-greedy).
+    Independently, with probability ``random_fraction`` an action is replaced by a uniformly
+    random one: a mixture of the policy and a random policy. The state is the inner policy's.
     """
 
     def __init__(self, inner: Policy, noise: float, random_fraction: float, seed: int) -> None:
         space = inner.action_space
-        if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)):
-            raise PolicyError(f"action noise needs a Box or Discrete action space, not {space}")
+        kinds = (
+            gym.spaces.Box,
+            gym.spaces.Discrete,
+            gym.spaces.MultiDiscrete,
+            gym.spaces.MultiBinary,
+        )
+        if not isinstance(space, kinds):
+            raise PolicyError(
+                "action noise needs a Box, Discrete, MultiDiscrete or MultiBinary action space, "
+                f"not {space}"
+            )
         self.inner, self.space = inner, space
         self.observation_space, self.action_space = inner.observation_space, space
         self.info = inner.info
@@ -81,6 +90,11 @@ class NoisyPolicy:
         if isinstance(self.space, gym.spaces.Box):
             shape = (count, *self.space.shape)
             return self.rng.uniform(self.space.low, self.space.high, size=shape)
+        if isinstance(self.space, gym.spaces.MultiDiscrete):
+            nvec = np.asarray(self.space.nvec)
+            return self.space.start + self.rng.integers(0, nvec, size=(count, *nvec.shape))
+        if isinstance(self.space, gym.spaces.MultiBinary):
+            return self.rng.integers(0, 2, size=(count, *self.space.shape))
         assert isinstance(self.space, gym.spaces.Discrete)
         return self.space.start + self.rng.integers(0, self.space.n, size=count)
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from rlformer.core import Memory
+from rlformer.models.spaces import tree_map, tree_stack
 from rlformer.policies.base import Policy
 from rlformer.policies.decision_transformer import DTContext, DTPolicy
 from rlformer.serve.sessions import SessionStore
@@ -119,14 +120,15 @@ def _dt_row_ops(policy: DTPolicy) -> RowOps:
     def cat(states: list[DTContext]) -> DTContext:
         memories = [s.memory for s in states]
         return DTContext(
-            **{k: np.concatenate([getattr(s, k) for s in states]) for k in _DT_ARRAYS},
+            # states may be a dict of leaves (images, Dict observations)
+            **{k: tree_stack([getattr(s, k) for s in states], np.concatenate) for k in _DT_ARRAYS},
             memory=None if memories[0] is None else Memory.cat(memories),  # type: ignore[arg-type]
         )
 
     def row(state: DTContext, index: int) -> DTContext:
         rows = slice(index, index + 1)
         return DTContext(
-            **{k: getattr(state, k)[rows].copy() for k in _DT_ARRAYS},
+            **{k: tree_map(lambda a: a[rows].copy(), getattr(state, k)) for k in _DT_ARRAYS},
             memory=None if state.memory is None else state.memory.index(rows),
         )
 

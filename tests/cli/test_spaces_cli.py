@@ -128,8 +128,12 @@ def test_user_env_with_wrapper_on_ray_then_eval_and_collect_from_checkpoint(
     from rlformer.data import load_dataset
 
     dataset = load_dataset(str(tmp_path / "d.hdf5"))
-    # Dict observations stored flattened: one-hot cue (3) + clock (1).
-    assert dataset.episodes[0].observations.shape[1:] == (4,)
+    # Dict observations stored leaf by leaf, each in its own dtype.
+    observations = dataset.episodes[0].observations
+    assert {key: value.shape[1:] for key, value in observations.items()} == {
+        "clock": (1,),
+        "cue": (),
+    }
 
 
 @pytest.mark.parametrize(

@@ -95,13 +95,20 @@ def test_train_cli_refuses_another_tasks_file_and_leaves_no_run(tmp_path: Path) 
     [
         (gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), None),
         (gym.spaces.Discrete(4), gym.spaces.Box(-1, 1, (2,)), None),
+        (gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (3,))}), gym.spaces.Discrete(2), None),
+        (gym.spaces.Box(-1, 1, (3,)), gym.spaces.MultiDiscrete([3, 2]), None),
+        (gym.spaces.MultiBinary(4), gym.spaces.MultiBinary(3), None),
+        (gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(3, start=1), None),
         (
-            gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (3,))}),
+            gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (3,)), "mission": gym.spaces.Text(5)}),
             gym.spaces.Discrete(2),
-            "Dict observations (a DT takes Box or Discrete ones: flatten them",
+            "observation key 'mission' is a Text space, which rlformer cannot encode: remove it",
         ),
-        (gym.spaces.Box(-1, 1, (3,)), gym.spaces.MultiDiscrete([3, 2]), "algo ppo takes any"),
-        (gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(3, start=1), "numbered from 1"),
+        (
+            gym.spaces.Box(-1, 1, (3,)),
+            gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(2))),
+            "action space Tuple is not supported",
+        ),
     ],
 )
 def test_spaces_a_dt_cannot_take_are_named_with_the_fix(
@@ -133,12 +140,14 @@ def test_minigrid_data_recorded_through_its_preset_trains_a_dt(tmp_path: Path) -
         cwd=tmp_path,
     )  # fmt: skip
     assert "success rate" in trained.stderr
-    # Without the preset the env keeps its Dict observations, which a DT cannot take.
+    # Without the preset the env keeps its mission text, which no encoder reads: refused, with
+    # the key and the fix named.
     bare = rlformer(
         "train", "--dry-run", *env, "--set", "env.imports=[minigrid]", "--set", "algo=dt",
         "--set", f"dt.dataset={data}", "--set", f"run.root={root}", cwd=tmp_path, check=False,
     )  # fmt: skip
-    assert bare.returncode == 2 and "cannot take Dict observations" in bare.stderr
+    assert bare.returncode == 2 and "algo dt cannot take its spaces" in bare.stderr
+    assert "observation key 'mission' is a MissionSpace space" in bare.stderr
 
 
 def test_collect_keeps_set_kwargs_when_env_names_the_id(tmp_path: Path) -> None:

@@ -114,3 +114,62 @@ def test_env_kwargs_of_the_recording_are_named_in_the_fix(
     assert options == ["env.id=LunarLander-v3", "env.kwargs.continuous=true"]
     cfg = load_config(None, ["algo=dt", *options])
     check(cfg.env.id, cfg.env.kwargs)  # the advice builds an env the data fits
+
+
+def _record_env(env: gym.Env, dataset_id: str, episodes: int) -> None:
+    minari = pytest.importorskip("minari")
+    collector = minari.DataCollector(env)
+    collector.reset(seed=0)
+    collector.action_space.seed(0)
+    for _ in range(episodes):
+        done = False
+        while not done:
+            _, _, term, trunc, _ = collector.step(collector.action_space.sample())
+            done = term or trunc
+        collector.reset()
+    collector.create_dataset(
+        dataset_id,
+        algorithm_name="random",
+        author="rlformer tests",
+        author_email="tests@example.org",
+        code_permalink="local",
+        description="random episodes for rlformer's reader tests",
+    )
+
+
+def test_dict_observations_become_leaf_trees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MiniGrid's image and direction (its mission text filtered out, which Minari cannot
+    store) come back as one array per leaf, fitting the env they were recorded on."""
+    pytest.importorskip("minigrid")
+    from rlformer.data.compatibility import check_dataset_fits
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    env = gym.wrappers.FilterObservation(
+        gym.make("MiniGrid-Empty-5x5-v0", max_episode_steps=6), ["image", "direction"]
+    )
+    _record_env(env, "minigrid/empty-v0", 2)
+    data = load_dataset("minari:minigrid/empty-v0")
+    first = data.episodes[0]
+    assert set(first.observations) == {"image", "direction"}
+    assert first.observations["image"].shape == (6, 7, 7, 3)
+    assert first.observations["image"].dtype == np.uint8
+    np.testing.assert_array_equal(
+        first.observations["direction"][1:], first.next_observations["direction"][:-1]
+    )
+    check_dataset_fits(data, env.observation_space, env.action_space, "MiniGrid-Empty-5x5-v0")
+
+
+def test_text_leaves_are_left_out_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Text leaf (no encoder reads one) is dropped; the metadata says which."""
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    if "SpaceTestByName-v0" not in gym.registry:  # Minari stores the entry point as a string
+        gym.register("SpaceTestByName-v0", entry_point="tests.space_envs:SpaceTestEnv")
+    _record_env(gym.make("SpaceTestByName-v0", obs="text", action="multibinary"), "text-v0", 2)
+    data = load_dataset("minari:text-v0")
+    assert set(data.episodes[0].observations) == {"vector"}
+    assert data.metadata["dropped_observation_keys"] == ["mission"]
+    assert data.episodes[0].actions.shape[1:] == (3,)  # MultiBinary actions as they were
