@@ -15,6 +15,7 @@ from rlformer.core import CoreConfig
 from rlformer.data.recorder import collect_dataset
 from rlformer.evaluation.runner import run_episodes
 from rlformer.models.actor_critic import ActorCritic
+from rlformer.models.spaces import leaf_spaces
 from rlformer.policies import Predictor
 
 ACTIONS = ["discrete", "box", "multidiscrete", "multibinary"]
@@ -60,9 +61,13 @@ def test_evaluation_and_recording_on_every_action_space(tmp_path: Path, action: 
         env_kwargs=cfg.kwargs,
         progress=False,
     )
-    flat = gym.spaces.flatdim(env.observation_space)
     episode = dataset.episodes[0]
-    assert episode.observations.shape[1:] == (flat,)
+    # Dict observations are recorded leaf by leaf, each in its own shape and dtype
+    leaves = leaf_spaces(env.observation_space)
+    assert set(episode.observations) == set(leaves)
+    for path, leaf in leaves.items():
+        recorded = np.asarray(episode.observations[path])
+        assert recorded.shape[1:] == leaf.shape and recorded.dtype == leaf.dtype, path
     assert all(
         env.action_space.contains(np.asarray(a).astype(env.action_space.dtype))
         for a in episode.actions

@@ -65,7 +65,7 @@ def _d4rl(path: Path, **replace: object) -> Path:
 @pytest.mark.parametrize(
     ("replace", "message"),
     [
-        ({"observations": "group"}, "'observations' is a Group, expected an array"),
+        ({"observations": "group"}, "'observations' is a group without arrays"),
         ({"rewards": h5py.Empty("f4")}, "'rewards' is empty"),
         ({"observations": np.zeros((5, 0), np.float32)}, "no values per transition"),
     ],
