@@ -36,10 +36,11 @@ _ONE_LAYER_CORE: dict[str, Any] = {
 # POPGym (any task, tuned on the 10 Easy tasks): POPGym's own PreviousAction wrapper, as in its
 # paper; 16 envs x 64 steps, lr 5e-4, entropy 0.01; one GTrXL layer of width 64 with gate bias 0.
 # With these, and without the episode clock, GTrXL was at or above the best LSTM/GRU agent on 10
-# of 10 Easy tasks (200k steps). The episode clock (each token's step in its episode, capped at M) was chosen on CountRecall at
-# 1M steps (seeds 0-2: -0.514 against -0.756 without it, the GRU torso -0.614) and checked on
-# tasks it was not chosen on: RepeatPrevious at 200k steps (0.982 against 0.955, seeds 0-2) and
-# Battleship at 1M (docs/benchmarks/memory.md#popgym-countrecall-and-the-other-hard-tasks).
+# of 10 Easy tasks (200k steps). The episode clock (each token's step in its episode, capped at
+# M) was chosen on CountRecall at 1M steps (seeds 0-2: -0.514 against -0.756 without it, the GRU
+# torso -0.614) and checked on tasks it was not chosen on: RepeatPrevious at 200k steps (0.982
+# against 0.955, seeds 0-2) and Battleship at 1M
+# (docs/benchmarks/memory.md#popgym-countrecall-and-the-other-hard-tasks).
 _POPGYM: dict[str, Any] = {
     "env": {
         "imports": ["popgym"],
