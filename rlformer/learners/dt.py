@@ -11,6 +11,7 @@ subclass in :mod:`rlformer.learners.dt_shards`): the step is this one up to floa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -71,18 +72,26 @@ class DTLearner:
             losses.append((self.segment_loss(out, batch), batch.mask.sum()))
         total = sum(w for _, w in losses)
         terms = {name: sum(parts[name] * w for parts, w in losses) / total for name in losses[0][0]}
-        loss = terms["loss/action"]
         self.optimizer.zero_grad(set_to_none=True)
-        problem = nonfinite_loss(loss, {k: v.detach() for k, v in terms.items()})
+        detached = {name: value.detach() for name, value in terms.items()}
+        return self.apply_gradients(detached, terms["loss/action"].backward)
+
+    def apply_gradients(
+        self, terms: dict[str, torch.Tensor], fill_gradients: Callable[[], None]
+    ) -> dict[str, Any]:
+        """Check the step's loss ``terms`` (detached), let ``fill_gradients`` put the gradients
+        in place (this learner's backward pass, or the all-reduce of a sharded one), clip,
+        check and step, then advance the schedule: the step's metrics."""
+        problem = nonfinite_loss(terms["loss/action"], terms)
         grad_norm = torch.tensor(float("nan"))
         extra: dict[str, float] = {}
         if problem is None:
-            loss.backward()
+            fill_gradients()
             grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
             problem = nonfinite_gradient(self.model, grad_norm)
         if problem is None:
             self.optimizer.step()
-            extra = self.after_step({k: v.detach() for k, v in terms.items()})
+            extra = self.after_step(terms)
         elif self.nonfinite == "skip":
             self.optimizer.zero_grad(set_to_none=True)
             self.skipped += 1
@@ -97,7 +106,7 @@ class DTLearner:
         if bad_parameter is not None:
             raise NonFiniteError(f"{bad_parameter} after DT gradient step {self.step}")
         return {
-            **{name: float(value.detach()) for name, value in terms.items()},
+            **{name: float(value) for name, value in terms.items()},
             **extra,
             "grad_norm": float(grad_norm),
             "lr": float(self.schedule.get_last_lr()[0]),

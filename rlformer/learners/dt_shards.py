@@ -15,17 +15,10 @@ from dataclasses import fields
 from typing import Any
 
 import torch
-from torch import nn
 
 from rlformer.data.sampling import WindowBatch
 from rlformer.learners.distributed import LOCAL, Reducer, reduce_gradients
 from rlformer.learners.dt import DTLearner
-from rlformer.learners.finite import (
-    NonFiniteError,
-    nonfinite_gradient,
-    nonfinite_loss,
-    nonfinite_parameter,
-)
 from rlformer.models.spaces import tree_map
 
 
@@ -84,36 +77,10 @@ def sharded_update(
     learner.model.train()
     learner.optimizer.zero_grad(set_to_none=True)
     terms = _shared_terms(learner, segments)
-    problem = nonfinite_loss(terms["loss/action"], terms)
-    grad_norm = torch.tensor(float("nan"))
-    extra: dict[str, float] = {}
-    if problem is None:
-        reduce_gradients(learner.model.parameters(), learner.reducer)
-        grad_norm = nn.utils.clip_grad_norm_(learner.model.parameters(), learner.cfg.max_grad_norm)
-        problem = nonfinite_gradient(learner.model, grad_norm)
-    if problem is None:
-        learner.optimizer.step()
-        extra = learner.after_step(terms)
-    elif learner.nonfinite == "skip":
-        learner.optimizer.zero_grad(set_to_none=True)
-        learner.skipped += 1
-    else:
-        raise NonFiniteError(
-            f"{problem} in DT gradient step {learner.step + 1}; the weights were not updated "
-            "(set run.nonfinite=skip to skip such steps instead)"
-        )
-    learner.schedule.step()
-    learner.step += 1
-    bad_parameter = nonfinite_parameter(learner.model)
-    if bad_parameter is not None:
-        raise NonFiniteError(f"{bad_parameter} after DT gradient step {learner.step}")
-    return {
-        **{name: float(value) for name, value in terms.items()},
-        **extra,
-        "grad_norm": float(grad_norm),
-        "lr": float(learner.schedule.get_last_lr()[0]),
-        "nonfinite/skipped_steps": float(learner.skipped),
-    }
+    # the shares' backward passes ran above; the step needs their sum
+    return learner.apply_gradients(
+        terms, lambda: reduce_gradients(learner.model.parameters(), learner.reducer)
+    )
 
 
 class ShardedDTLearner(DTLearner):

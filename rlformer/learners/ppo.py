@@ -337,9 +337,21 @@ class PPOLearner:
             out = out.from_step(mb.prefix_steps)
         loss, metrics = ppo_loss(out, mb, self.cfg, ent_coef)
         self.optimizer.zero_grad(set_to_none=True)
+        return self.apply_gradients(loss, metrics, where, loss.backward)
+
+    def apply_gradients(
+        self,
+        loss: torch.Tensor,
+        metrics: dict[str, Any],
+        where: str,
+        fill_gradients: Callable[[], None],
+    ) -> dict[str, Any] | None:
+        """Check ``loss``, let ``fill_gradients`` put the minibatch's gradients in place (this
+        learner's backward pass, or the all-reduce of a sharded one), clip and check them, and
+        step: the metrics with the gradient norm, or None for a skipped minibatch."""
         problem = nonfinite_loss(loss, metrics)
         if problem is None:
-            loss.backward()
+            fill_gradients()
             grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
             problem = nonfinite_gradient(self.model, grad_norm)
         if problem is not None:

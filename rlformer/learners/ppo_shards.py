@@ -14,11 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import nn
 
 from rlformer.learners import ppo as ppo_module
 from rlformer.learners.distributed import LOCAL, Reducer, reduce_gradients
-from rlformer.learners.finite import NonFiniteError, nonfinite_gradient, nonfinite_loss
 from rlformer.learners.ppo import PPOLearner, SequenceBatch
 
 MAX_KEY = "ppo/max_ratio_error"
@@ -105,21 +103,13 @@ def sharded_step(
     learner.optimizer.zero_grad(set_to_none=True)
     loss, sums = _share_losses(learner, batch, rows, count, ent_coef)
     loss, metrics = _reduce_metrics(loss, sums, learner.reducer)
-    problem = nonfinite_loss(loss, metrics)
-    if problem is None:
-        reduce_gradients(learner.model.parameters(), learner.reducer)
-        grad_norm = nn.utils.clip_grad_norm_(learner.model.parameters(), learner.cfg.max_grad_norm)
-        problem = nonfinite_gradient(learner.model, grad_norm)
-    if problem is not None:
-        if learner.nonfinite != "skip":
-            raise NonFiniteError(
-                f"{problem} in {where}; the weights were not updated "
-                "(set run.nonfinite=skip to skip such minibatches instead)"
-            )
-        learner.optimizer.zero_grad(set_to_none=True)
-        return None
-    learner.optimizer.step()
-    return {**metrics, "grad_norm": grad_norm}
+    # the shares' backward passes ran above; the step needs their sum
+    return learner.apply_gradients(
+        loss,
+        metrics,
+        where,
+        lambda: reduce_gradients(learner.model.parameters(), learner.reducer),
+    )
 
 
 class ShardedPPOLearner(PPOLearner):
