@@ -36,6 +36,15 @@ def _run_segments(
     return torch.cat(outs, 1)
 
 
+def _run_steps(core: MemoryCore, x: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+    """``x [B, T, d]`` one token at a time through :meth:`MemoryCore.step` -> ``[B, T, d]``."""
+    memory, outs = None, []
+    for t in range(x.shape[1]):
+        out = core.step(x[:, t], memory, starts[:, t])
+        memory, _ = out.memory, outs.append(out.output)
+    return torch.stack(outs, 1)
+
+
 @pytest.mark.parametrize(("scheme", "block"), list(itertools.product(SCHEMES, BLOCKS)))
 def test_causality(scheme: str, block: str, device: torch.device) -> None:
     core = _core(device, positional=scheme, block=block)
@@ -61,12 +70,9 @@ def test_segments_and_steps_equal_whole_sequence(
     with torch.no_grad():
         whole = core(x, episode_start=starts).output
         segments = _run_segments(core, x, starts, size=6)
-        memory, steps = None, []
-        for t in range(20):
-            out = core.step(x[:, t], memory, starts[:, t])
-            memory, _ = out.memory, steps.append(out.output)
+        steps = _run_steps(core, x, starts)
     torch.testing.assert_close(segments, whole, atol=tolerance(device), rtol=0)
-    torch.testing.assert_close(torch.stack(steps, 1), whole, atol=tolerance(device), rtol=0)
+    torch.testing.assert_close(steps, whole, atol=tolerance(device), rtol=0)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -315,14 +321,11 @@ def test_episode_clock_keeps_whole_segment_step_and_restart_equal(
     with torch.no_grad():
         whole = core(x, episode_start=starts).output
         segments = _run_segments(core, x, starts, size=6)
-        memory, steps = None, []
-        for t in range(20):
-            out = core.step(x[:, t], memory, starts[:, t])
-            memory, _ = out.memory, steps.append(out.output)
+        steps = _run_steps(core, x, starts)
         fresh = core(x[1:2, 7:]).output  # row 1 restarts at t = 7
     atol = tolerance(device)
     torch.testing.assert_close(segments, whole, atol=atol, rtol=0)
-    torch.testing.assert_close(torch.stack(steps, 1), whole, atol=atol, rtol=0)
+    torch.testing.assert_close(steps, whole, atol=atol, rtol=0)
     torch.testing.assert_close(whole[1:2, 7:], fresh, atol=atol, rtol=0)
 
 
