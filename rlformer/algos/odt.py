@@ -72,6 +72,11 @@ def initial_policy(
             f"{payload.get('kind', 'ppo')!r}"
         )
     source = checkpoint_config(payload, path)
+    if not source.dt.condition_on_return:
+        raise CheckpointError(
+            f"{path}: a behaviour-cloning DT (dt.condition_on_return: false) never read a "
+            "return, which an online DT conditions on; fine-tune a return-conditioned DT"
+        )
     for name in MATCHING_DT_SETTINGS:
         theirs, ours = getattr(source.dt, name), getattr(cfg.dt, name)
         if theirs != ours:

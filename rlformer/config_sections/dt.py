@@ -83,6 +83,13 @@ class DTConfig(StrictModel):
         ge=0,
         description="0: plain DT; n > 0: train on n consecutive K-step windows carrying memory.",
     )
+    condition_on_return: bool = Field(
+        True,
+        description="false: behaviour cloning, the DT paper's comparison, with the same "
+        "transformer, tokens and compute: every returns-to-go input is replaced by zeros, so "
+        "the policy cannot read a target (training, evaluation, export and serving alike; "
+        "target returns are still accepted and ignored).",
+    )
     target_returns: list[float] = Field(
         default_factory=lambda: [100.0], description="Target returns for the final evaluation."
     )

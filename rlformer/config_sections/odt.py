@@ -66,7 +66,14 @@ class ODTConfig(StrictModel):
     )
 
 
-def _shares_fit(cfg: Any) -> None:
+def _check(cfg: Any) -> None:
+    if not cfg.dt.condition_on_return:
+        # Its rollouts aim at odt.exploration_return and its updates relabel returns-to-go with
+        # what was achieved: without the return input, neither reaches the policy.
+        raise ValueError(
+            "dt.condition_on_return: false is behaviour cloning, but an online DT conditions on "
+            "returns (exploration target, hindsight relabelling); use algo dt for the baseline"
+        )
     batch = cfg.dt.batch_size
     shares_fit(cfg, batch, "windows per batch", f"dt.batch_size={batch}")
 
@@ -82,5 +89,5 @@ ODT = AlgoConfigSpec(
         "rollout.fragment_length": "an online DT collects whole episodes",
     },
     preset_sections=OFFLINE_SECTIONS,
-    check=_shares_fit,
+    check=_check,
 )

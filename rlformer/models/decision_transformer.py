@@ -11,6 +11,11 @@ States are flat vectors, or (with an ``encoder``) observation trees read by PPO'
 actions are Box, Discrete, MultiDiscrete or MultiBinary, each with its own token and head
 (:mod:`rlformer.models.dt_spaces`).
 
+With ``condition_on_return=False`` the same network is a behaviour-cloning baseline: every
+return-to-go input is replaced by zero before it is embedded, so the tokens, attention and compute
+are unchanged but no action can depend on a target (the DT paper's comparison with behaviour
+cloning, without a second architecture to tune).
+
 Two ways to use it:
 
 * plain DT: ``forward`` on a left-padded window with no memory (``core.memory_length`` >= 3K so
@@ -86,11 +91,14 @@ class DecisionTransformer(nn.Module):
         action_kind: ActionKind | None = None,
         action_nvec: list[int] | None = None,
         encoder: nn.Module | None = None,
+        condition_on_return: bool = True,
     ) -> None:
         """``action_kind`` defaults to ``discrete`` or ``box`` as ``discrete`` says (a
         MultiDiscrete head also needs ``action_nvec``); ``encoder`` turns observation trees into
-        ``state_dim`` features (None: states are flat vectors of ``state_dim`` values)."""
+        ``state_dim`` features (None: states are flat vectors of ``state_dim`` values);
+        ``condition_on_return=False`` zeroes every return-to-go input (behaviour cloning)."""
         super().__init__()
+        self.condition_on_return = condition_on_return
         kind: ActionKind = action_kind or ("discrete" if discrete else "box")
         self.action_kind = kind
         self.state_dim, self.act_dim, self.discrete = state_dim, act_dim, kind == "discrete"
@@ -152,8 +160,11 @@ class DecisionTransformer(nn.Module):
         returns_to_go: torch.Tensor,
         timesteps: torch.Tensor,
     ) -> torch.Tensor:
-        """Interleaved token embeddings ``[B, 3K, d]`` in (R_t, s_t, a_t) order."""
+        """Interleaved token embeddings ``[B, 3K, d]`` in (R_t, s_t, a_t) order; the return
+        tokens embed zeros when the model does not condition on returns."""
         batch, steps = tree_first(states).shape[:2]
+        if not self.condition_on_return:  # behaviour cloning: no target reaches the network
+            returns_to_go = torch.zeros_like(returns_to_go)
         time = self.embed_timestep(timesteps.clamp(0, self.max_timestep - 1))  # [B, K, d]
         features = states
         if self.encoder is not None:  # at the core's precision (bf16 on CUDA under "auto")

@@ -408,6 +408,7 @@ def build_dt(
         action_kind=kind,
         action_nvec=action_nvec(action_space) if kind == "multidiscrete" else None,
         encoder=encoder,
+        condition_on_return=cfg.dt.condition_on_return,
     )
 
 

@@ -1,0 +1,118 @@
+"""The MinAtar pixels benchmark (scripts/bench/dt_pixels.py): which checkpoints it records, which
+episodes its statistics count, and its whole pipeline at a tiny size on real MinAtar Breakout."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlformer.config import load_config
+from rlformer.data.d4rl_format import read_d4rl
+from rlformer.data.episodes import Dataset, Episode
+from rlformer.training import train
+
+REPO = Path(__file__).parents[2]
+sys.path.insert(0, str(REPO / "scripts" / "bench"))
+import dt_pixels  # noqa: E402
+
+
+def _fake_run(root: Path, returns: dict[int, float], checkpoints: list[int]) -> Path:
+    """A run directory with metrics and (empty) checkpoint files: enough to choose from."""
+    run_dir = root / "ppo"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    rows = [{"step": step, "rollout/return_mean": value} for step, value in returns.items()]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for step in checkpoints:
+        (run_dir / "checkpoints" / f"ckpt_{step:09d}.pt").write_bytes(b"")
+    (run_dir / "checkpoints" / "latest").write_text(f"ckpt_{checkpoints[-1]:09d}.pt")
+    return run_dir
+
+
+def test_expert_is_the_final_checkpoint_and_medium_the_one_nearest_half_its_return(
+    tmp_path: Path,
+) -> None:
+    returns = {1000: 1.0, 2000: 2.0, 3000: 4.0, 4000: 6.0, 5000: 10.0}
+    run_dir = _fake_run(tmp_path, returns, [500, 2000, 3000, 4000, 5000])
+    medium, expert = dt_pixels.choose_policies(run_dir, None)
+    assert (expert.step, expert.training_return) == (5000, 10.0)
+    # 4.0 and 6.0 are both 1.0 from half of 10: the lower one (D4RL: a third to half of expert).
+    assert (medium.step, medium.training_return) == (3000, 4.0)
+    assert dt_pixels.choose_policies(run_dir, 4000)[0].step == 4000
+    with pytest.raises(SystemExit, match="no checkpoint at step 4500"):
+        dt_pixels.choose_policies(run_dir, 4500)
+
+
+def _episode(reward: float, terminated: bool) -> Episode:
+    rewards = np.array([0.0, reward], np.float32)
+    return Episode(np.zeros((2, 3)), np.zeros(2, np.int64), rewards, terminated, not terminated)
+
+
+def test_statistics_leave_out_the_episodes_the_recording_cut_off() -> None:
+    # Two slots: the last two episodes are each slot's cut-off, unless the env ended them.
+    episodes = [
+        _episode(5.0, True),
+        _episode(9.0, False),
+        _episode(3.0, True),
+        _episode(1.0, False),
+    ]
+    recording = Dataset(episodes, "d4rl:x.hdf5", {"num_envs": 2})
+    np.testing.assert_array_equal(dt_pixels.whole_episode_returns(recording), [5.0, 9.0, 3.0])
+    other = Dataset(episodes[:2], "d4rl:y.hdf5", {"num_envs": 2})  # keeps 5.0 alone
+    stats = dt_pixels.data_stats([recording, other])
+    assert (stats.mean, stats.best, stats.episodes, stats.transitions) == (5.5, 9.0, 4, 12)
+
+
+@pytest.mark.slow
+def test_the_pipeline_records_trains_evaluates_and_skips_what_is_done(tmp_path: Path) -> None:
+    pytest.importorskip("minatar")
+    ppo = load_config(
+        REPO / "configs" / "minatar" / "ppo_breakout.yaml",
+        [
+            "ppo.total_steps=2048",
+            "ppo.num_minibatches=2",
+            "run.checkpoint_every=1",
+            "run.progress=false",
+            "eval.episodes=0",
+            f"run.root={tmp_path / 'ppo'}",
+        ],
+    )
+    ppo_run = train(ppo).run_dir
+    out = tmp_path / "rows" / "results.jsonl"
+    argv = [
+        *("--ppo-run", f"breakout={ppo_run}", "--transitions", "300", "--num-envs", "4"),
+        *("--seeds", "1", "--steps", "6", "--context", "4", "--layers", "1", "--width", "16"),
+        *("--heads", "1", "--batch", "4", "--warmup", "2", "--episodes", "2"),
+        *("--sweep", "0.5,1", "--root", str(tmp_path / "bench"), "--out", str(out)),
+    ]
+    dt_pixels.main(argv)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {(r["dataset"], r["method"]) for r in rows} == {
+        (d, m) for d in dt_pixels.DATASETS for m in dt_pixels.METHODS
+    }
+    expert = read_d4rl(tmp_path / "bench" / "data" / "breakout-expert.hdf5")
+    assert expert.metadata["policy"].endswith("ckpt_000002048.pt")
+    assert expert.metadata["random_fraction"] == 0.1 and not expert.metadata["deterministic"]
+    mixed = read_d4rl(tmp_path / "bench" / "data" / "breakout-medium-expert.hdf5")
+    assert mixed.num_transitions == 600
+    assert [p["dataset"] for p in mixed.metadata["parts"]] == ["medium", "expert"]
+    for row in rows:
+        assert row["target"] == pytest.approx(dt_pixels.data_stats([expert]).mean)
+        assert [s["fraction"] for s in row["sweep"]] == [0.5, 1.0]
+        assert row["score"] == row["sweep"][1]["mean"]
+        if row["method"] == "bc":  # the same episodes whatever the target
+            assert row["sweep"][0]["mean"] == row["sweep"][1]["mean"]
+    report = out.with_suffix(".md").read_text()
+    assert "## breakout" in report and "BC (DT, no returns)" in report
+    assert "medium-expert: DT" in report
+
+    runs = set((tmp_path / "bench" / "runs").iterdir())
+    dt_pixels.main(argv)  # every row is there: nothing is recorded, trained or evaluated again
+    assert len(out.read_text().splitlines()) == len(rows)
+    assert set((tmp_path / "bench" / "runs").iterdir()) == runs
+    out.with_suffix(".md").unlink()
+    dt_pixels.main(["--report-only", "--out", str(out)])
+    assert out.with_suffix(".md").read_text() == report
