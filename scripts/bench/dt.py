@@ -6,6 +6,7 @@ Run (needs the bench extra: `pip install -e ".[bench]"`):
     .venv/bin/python scripts/bench/dt.py --quick       # records small datasets itself
     .venv/bin/python scripts/bench/dt.py --ablations   # where rlformer's training time goes
     python3 scripts/bench/dt.py --quick --device cuda  # training on a GPU (bf16 autocast for all)
+    .venv/bin/python scripts/bench/dt.py --images minatar nature   # image observations
 
 All three learners train in this one process with the same loop (same windows from the same
 sampler, fused AdamW as in rlformer's DT learner, warm-up, gradient clipping, batch, steps) and
@@ -15,6 +16,13 @@ them alike. On CUDA every learner trains under the same bf16 autocast (rlformer'
 it itself there); evaluation runs on CPU, as rlformer's DT trainer evaluates.
 Printed: training samples/s (windows per second), the ratio to transformers' model, and the
 final evaluation return (return-conditioned for the DTs).
+
+``--images`` times training on image observations instead (speed only, no evaluation), on
+synthetic data of the given shape with Discrete actions: ``minatar`` is 10x10x4 bool grids read
+by rlformer's ``dt.cnn: minatar`` encoder, ``nature`` is 84x84x4 uint8 Atari-shaped frames read
+by the Nature CNN (``dt.cnn: nature``). transformers' model gets the same CNN (rlformer's
+encoder class, same size, trained end to end with it), whose features are its ``states``.
+Besides samples/s over all rounds (as for vectors) it prints the median round's rate.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import argparse
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import gymnasium as gym
@@ -34,11 +43,12 @@ from torch import nn
 from rlformer.algos.dt import normalized_actions
 from rlformer.config import EnvConfig, load_config
 from rlformer.core.device import autocast_context, resolve_device
-from rlformer.data import load_dataset
+from rlformer.data import Dataset, Episode, load_dataset
 from rlformer.data.sampling import WindowBatch, WindowSampler
 from rlformer.evaluation.dt_runner import run_return_conditioned
 from rlformer.models.decision_transformer import dt_loss
-from rlformer.policies.decision_transformer import DTPolicy, action_bounds, build_dt
+from rlformer.models.dt_spaces import StateLayout
+from rlformer.policies.decision_transformer import DTPolicy, action_bounds, build_dt, dt_encoder
 from rlformer.rollout.env_factory import make_env
 
 
@@ -81,6 +91,20 @@ class HFDecisionTransformer(nn.Module):
         return type("Out", (), {"action_preds": out.action_preds, "memory": None})()
 
 
+class HFImageDecisionTransformer(HFDecisionTransformer):
+    """transformers' model on image windows: ``encoder`` (the CNN rlformer's DT reads the same
+    images with, trained with the model) turns each frame into the ``states`` it is fed."""
+
+    def __init__(self, encoder: nn.Module, act_dim: int, context: int) -> None:
+        super().__init__(encoder.out_dim, act_dim, True, context)
+        self.encoder = encoder
+
+    def forward(self, states, actions, returns_to_go, timesteps, mask=None, memory=None):  # noqa: ANN001, ANN201
+        # .float() as rlformer's DT does after its encoder (bf16 features under CUDA autocast).
+        features = self.encoder(states).float()
+        return super().forward(features, actions, returns_to_go, timesteps, mask, memory)
+
+
 class BehaviourCloning(nn.Module):
     """MLP from the current (normalised) state to the action."""
 
@@ -111,12 +135,14 @@ def train(
     round_steps: int = 20,
     warmup_steps: int = 0,
     device: torch.device | None = None,
+    round_rates: dict[str, list[float]] | None = None,
 ) -> dict[str, float]:
     """Same loop for every model; returns training windows per second of each.
 
     The models take turns in rounds of ``round_steps`` steps, so load on a shared machine
     slows them alike and the ratios hold. Each round's windows are copied to ``device`` before
     its clock starts, and on CUDA the clock stops only after the device has finished.
+    ``round_rates``, when given, receives each model's windows per second of every round.
     """
     device = device or torch.device("cpu")
     torch.manual_seed(seed)
@@ -165,7 +191,10 @@ def train(
             for w in windows:
                 train_step(name, w)
             synchronize()
-            seconds[name] += time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            seconds[name] += elapsed
+            if round_rates is not None:
+                round_rates.setdefault(name, []).append(len(windows) * batch / elapsed)
     for model in models.values():
         model.cpu()
     return {name: steps * batch / seconds[name] for name in models}
@@ -188,11 +217,12 @@ def evaluate(
     policy = DTPolicy(
         model, sampler.state_mean, sampler.state_std, scale, context, False, low, high
     )
-    policy.model.discrete = discrete  # the runner reads these three fields
+    policy.model.discrete = discrete  # the runner reads these four fields
     policy.model.state_dim = sampler.states.shape[1]
     policy.model.act_dim = (
         int(env.action_space.n) if discrete else int(np.prod(env.action_space.shape))
     )
+    policy.model.action_nvec = [policy.model.act_dim]  # one component: Discrete or Box
     return float(np.mean(run_return_conditioned(policy, env_cfg, target, episodes).returns))
 
 
@@ -261,6 +291,142 @@ def ablations(
         print(f"{name:<50} {rate:>10.0f} {rate / base:>6.2f}x")
 
 
+@dataclass(frozen=True)
+class ImageTask:
+    """Synthetic image-observation data of one shape, and the CNN rlformer reads it with."""
+
+    title: str
+    shape: tuple[int, int, int]  # H, W, C (channels last, as Gymnasium's envs give them)
+    dtype: type
+    cnn: str  # dt.cnn
+    actions: int  # Discrete(n)
+    steps: int  # timed steps unless --image-steps says otherwise (sized for a CPU core)
+    round_steps: int  # steps per interleaved round: an 84x84 round of 20 holds 0.7 GB of windows
+
+
+IMAGE_TASKS = {
+    "minatar": ImageTask(
+        "MinAtar-shaped 10x10x4 bool grids", (10, 10, 4), np.bool_, "minatar", 6, 300, 20
+    ),
+    "nature": ImageTask(
+        "Atari-shaped 84x84x4 uint8 frames", (84, 84, 4), np.uint8, "nature", 18, 40, 5
+    ),
+}
+
+
+def synthetic_image_dataset(
+    task: ImageTask, transitions: int, seed: int = 0
+) -> tuple[Dataset, gym.spaces.Box, gym.spaces.Discrete]:
+    """Random episodes of ``task``'s frames (sparse ones for bool grids, as MinAtar's objects
+    are), random actions and 0/1 rewards: a CNN's cost does not depend on what it sees."""
+    rng = np.random.default_rng(seed)
+    if task.dtype is np.bool_:
+        space = gym.spaces.Box(0, 1, task.shape, np.bool_)
+    else:
+        space = gym.spaces.Box(0, 255, task.shape, np.uint8)
+    episodes, left = [], transitions
+    while left > 0:
+        n = min(left, int(rng.integers(50, 500)))
+        if task.dtype is np.bool_:
+            frames = rng.random((n, *task.shape)) < 0.05
+        else:
+            frames = rng.integers(0, 256, (n, *task.shape), dtype=np.uint8)
+        actions = rng.integers(0, task.actions, n)
+        rewards = (rng.random(n) < 0.05).astype(np.float32)
+        episodes.append(Episode(frames, actions, rewards, terminated=True, truncated=False))
+        left -= n
+    return (
+        Dataset(episodes, source=f"synthetic {task.title}"),
+        space,
+        gym.spaces.Discrete(task.actions),
+    )
+
+
+def image_models(
+    task: ImageTask, observation_space: gym.Space, context: int, overrides: list[str]
+) -> dict[str, nn.Module]:
+    """rlformer's DT with ``dt.cnn`` for the task, and transformers' model fed features of a
+    CNN built by the same function from the same config (same class, same size)."""
+    cfg = load_config(
+        None,
+        [
+            "algo=dt",
+            "env.id=synthetic",
+            f"dt.context={context}",
+            f"dt.core.memory_length={3 * context}",
+            f"dt.cnn={task.cnn}",
+            *overrides,
+        ],
+    )
+    layout = StateLayout(observation_space)
+    action_space = gym.spaces.Discrete(task.actions)
+    torch.manual_seed(0)
+    return {
+        "rlformer DT (shared core)": build_dt(cfg, observation_space, action_space, layout),
+        "transformers DecisionTransformerModel": HFImageDecisionTransformer(
+            dt_encoder(cfg, layout), task.actions, context
+        ),
+    }
+
+
+def image_speed(
+    kind: str,
+    steps: int | None,
+    batch: int,
+    device: torch.device,
+    overrides: list[str],
+    context: int = 20,
+) -> dict[str, tuple[int, int, float, float]]:
+    """Training speed on ``kind``'s image windows; returns and prints, per learner, (params,
+    CNN params, samples/s over all rounds, median round's samples/s)."""
+    task = IMAGE_TASKS[kind]
+    steps = task.steps if steps is None else steps
+    transitions = 20_000 if task.dtype is np.bool_ else 4_000
+    dataset, observation_space, _ = synthetic_image_dataset(task, transitions)
+    sampler = WindowSampler(
+        dataset, context, 10.0, discrete_actions=True, layout=StateLayout(observation_space)
+    )
+    models = image_models(task, observation_space, context, overrides)
+    per_round: dict[str, list[float]] = {}
+    rates = train(
+        models,
+        sampler,
+        steps,
+        batch,
+        discrete=True,
+        seed=0,
+        round_steps=task.round_steps,
+        warmup_steps=5,
+        device=device,
+        round_rates=per_round,
+    )
+    rows = {
+        name: (
+            sum(p.numel() for p in model.parameters()),
+            sum(p.numel() for p in model.encoder.parameters()),
+            rates[name],
+            float(np.median(per_round[name])),
+        )
+        for name, model in models.items()
+    }
+    base = rows["transformers DecisionTransformerModel"]
+    print(
+        f"\n{task.title} (dt.cnn={task.cnn}, Discrete({task.actions}), {transitions} synthetic "
+        f"transitions), {steps} steps x batch {batch} on {device.type}, "
+        f"rounds of {task.round_steps}"
+    )
+    print(
+        f"{'learner':<40} {'params':>10} {'CNN params':>10} {'samples/s':>10} {'vs HF':>7} "
+        f"{'median round':>12} {'vs HF':>7}"
+    )
+    for name, (params, cnn, rate, median) in rows.items():
+        print(
+            f"{name:<40} {params:>10,} {cnn:>10,} {rate:>10.1f} {rate / base[2]:>6.2f}x "
+            f"{median:>12.1f} {median / base[3]:>6.2f}x"
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -289,9 +455,25 @@ def main() -> None:
     parser.add_argument(
         "--device", default="cpu", choices=["auto", "cpu", "cuda"], help="training device"
     )
+    parser.add_argument(
+        "--images",
+        nargs="+",
+        choices=sorted(IMAGE_TASKS),
+        help="Time training on synthetic image observations instead (speed only): minatar "
+        "(10x10x4 bool, dt.cnn=minatar) and/or nature (84x84x4 uint8, dt.cnn=nature).",
+    )
+    parser.add_argument(
+        "--image-steps",
+        type=int,
+        help="Timed steps per image task (default: 300 for minatar, 40 for nature).",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     device = resolve_device(args.device)
+    if args.images:
+        for kind in args.images:
+            image_speed(kind, args.image_steps, args.batch, device, args.overrides)
+        return
     if args.ablations:
         path, env_id, _, _, scale = quick_datasets(Path("runs/bench_dt_data"))[0]
         ablations(path, env_id, scale, min(args.steps, 300), args.batch, device)
