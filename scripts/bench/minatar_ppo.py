@@ -1,0 +1,515 @@
+"""MinAtar PPO: rlformer's PPO with MinAtar's own network on Breakout and Seaquest, several seeds
+at the budget of the published MinAtar curves, reported beside those published figures.
+
+Each (game, seed) is one ``rlformer train`` run of ``configs/minatar/ppo_GAME.yaml`` (its header
+says why each setting) named ``ppo_GAME_seedS``, under ``--root``:
+
+* a run of that name whose saved config trains ``--steps`` env steps and which finished (it has
+  ``eval.json``, the final evaluation) is not trained again;
+* one killed before it finished is continued from its newest checkpoint with
+  ``rlformer train --resume DIR --trust-checkpoint`` (the config's ``env.imports`` entry names a
+  function, which a run directory may call only when trusted); one that another process holds
+  (rlformer's run lock) is left to that process;
+* otherwise a new run starts. Every checkpoint is kept (``run.keep_checkpoints``): the offline-data
+  benchmark ``scripts/bench/dt_pixels.py`` picks its medium policy among them.
+
+A run whose saved ``ppo.total_steps`` differs from ``--steps`` is another measurement and is
+ignored. When a run has finished, one JSON row goes to ``--out``: the final evaluation's mean and
+std over its episodes (``eval.json``: 100 episodes, sampled actions), the training
+``rollout/return_mean`` at the end (the last 100 training episodes, sampled actions: what the
+published curves plot), the training loop's seconds (the sum of every iteration's
+``time/iteration_s`` in metrics.jsonl, so a resumed run counts each part once, and checkpoint
+writes and the final evaluation are left out), env steps/s, and the commit of the checkout that
+wrote the row. ``source`` says how the run came to finish: ``trained`` or ``resumed`` here, or
+``found`` already finished under ``--root`` (its commit is then the checkout that wrote the row,
+not necessarily the one that trained).
+
+The report, per game and budget: mean [bootstrap 95% CI] over seeds of both figures, the
+published figures beside them labelled as published with their source (:data:`PUBLISHED`), and a
+learning-curve PNG (training return against env steps, one line per seed) next to the rows. It
+is printed and written to ``--out`` with ``.md``. ``--report-only`` trains nothing: it adds rows
+for runs found finished under ``--root`` (reading them only) and renders the report again.
+
+    .venv/bin/python scripts/bench/minatar_ppo.py                  # 2 games x 3 seeds x 5M steps
+    .venv/bin/python scripts/bench/minatar_ppo.py --games breakout --seeds 1 --steps 100000
+    .venv/bin/python scripts/bench/minatar_ppo.py --report-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import math
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+import yaml
+from memory_suite import CODE_VERSION
+
+from rlformer.config import load_config
+from rlformer.evaluation.plots import plot_learning_curves
+from rlformer.evaluation.statistics import summarize_scores
+from rlformer.runs import read_metrics
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_OUT = REPO / "docs" / "minatar" / "results.jsonl"
+DEFAULT_ROOT = Path("runs/minatar")
+GAMES = {"breakout": "MinAtar/Breakout-v1", "seaquest": "MinAtar/Seaquest-v1"}
+KEEP_CHECKPOINTS = 60
+"""Checkpoints kept per run, at least: every one a 5M-step run of the configs writes (48 on the
+way, one every 100 iterations of 1,024 steps, and the final one)."""
+CURVE_METRIC = "rollout/return_mean"
+INTERRUPTED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+"""``rlformer train``'s exit codes after SIGINT or SIGTERM (checkpoint written)."""
+
+
+def config_path(game: str) -> Path:
+    return REPO / "configs" / "minatar" / f"ppo_{game}.yaml"
+
+
+def run_name(game: str, seed: int) -> str:
+    """The run's name; its directory is ``NAME-YYYYmmdd-HHMMSS`` (``-2``... on a clash)."""
+    return f"ppo_{game}_seed{seed}"
+
+
+# ------------------------------------------------------------------ published figures
+MINATAR_README = (
+    "MinAtar README (Young & Tian 2019), img/learning_curves.gif: moving average of the returns "
+    "of 100 training episodes, 30 runs, at 5M frames (one env step per frame), all 6 actions, "
+    "sticky actions 0.1, difficulty ramping; read off the plot"
+)
+PGX_EXAMPLE = (
+    "Pgx MinAtar PPO example (examples/minatar-ppo, assets/GAME.png): evaluation return of the "
+    "current policy (100 episodes, sampled actions) against wall-clock seconds (JIT + training); "
+    "Pgx's JAX port of MinAtar, minimal action set, sticky actions 0.1; number of runs not "
+    "stated; read off the plot. Its last point is after the defaults' 38 updates of 4,096 envs "
+    "x 128 steps = 19,922,944 steps (the README's command keeps them); no earlier point's step, "
+    "so no value at 5M steps, can be derived from a seconds axis"
+)
+PGX_STEPS = 38 * 4096 * 128
+
+
+@dataclass(frozen=True)
+class Published:
+    """One published figure: who, what it measures, and its value at the step it can be read.
+
+    ``value`` is None where it cannot be read at any derivable step; ``at_steps`` is the step
+    the value belongs to (None with the value).
+    """
+
+    agent: str
+    source: str  # a key of SOURCES
+    measure: Literal["training", "evaluation"]
+    value: float | None
+    at_steps: int | None
+
+
+SOURCES = {"MinAtar README": MINATAR_README, "Pgx PPO example": PGX_EXAMPLE}
+PUBLISHED: dict[str, tuple[Published, ...]] = {
+    "breakout": (
+        Published("DQN", "MinAtar README", "training", 10.0, 5_000_000),
+        Published("AC(0.8)", "MinAtar README", "training", 17.5, 5_000_000),
+        Published("PPO", "Pgx PPO example", "evaluation", 50.0, PGX_STEPS),
+    ),
+    "seaquest": (
+        Published("DQN", "MinAtar README", "training", 20.0, 5_000_000),
+        Published("AC(0.8)", "MinAtar README", "training", 15.0, 5_000_000),
+        Published("PPO", "Pgx PPO example", "evaluation", 54.0, PGX_STEPS),
+    ),
+}
+GAME_NOTES = {
+    "seaquest": "MinAtar's Seaquest curves were measured on MinAtar 1.0.10 or older, whose "
+    "oxygen bar flashed full one step before running out (fixed since).",
+}
+
+
+# ------------------------------------------------------------------ finding runs
+@dataclass(frozen=True)
+class FoundRun:
+    """A run directory of one (game, seed, budget)."""
+
+    path: Path
+    finished: bool  # eval.json written
+    checkpointed: int  # env steps of its newest checkpoint file, 0 without one
+
+
+def saved_total_steps(run_dir: Path) -> int | None:
+    """``ppo.total_steps`` of a run's saved config, None where it cannot be read."""
+    try:
+        saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+        return int(saved["ppo"]["total_steps"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        return None
+
+
+def checkpointed_steps(run_dir: Path) -> int:
+    steps = [
+        int(match.group(1))
+        for path in (run_dir / "checkpoints").glob("ckpt_*.pt")
+        if (match := re.fullmatch(r"ckpt_(\d+)\.pt", path.name))
+    ]
+    return max(steps, default=0)
+
+
+def find_runs(root: Path, game: str, seed: int, steps: int) -> list[FoundRun]:
+    """The run directories under ``root`` named for (game, seed) that train ``steps`` env steps,
+    oldest first (their names end in a timestamp)."""
+    name = run_name(game, seed)
+    pattern = re.compile(rf"{re.escape(name)}-\d{{8}}-\d{{6}}(-\d+)?")
+    found = []
+    for path in sorted(root.glob(f"{name}-*")) if root.is_dir() else []:
+        if not (path.is_dir() and pattern.fullmatch(path.name)):
+            continue
+        if saved_total_steps(path) != steps:
+            continue
+        found.append(FoundRun(path, (path / "eval.json").is_file(), checkpointed_steps(path)))
+    return found
+
+
+def in_use(run_dir: Path) -> bool:
+    """Whether a live process holds the run's lock (rlformer's RunLock: an flock on ``.lock``,
+    dropped by the kernel when its holder exits). Probed with a shared lock taken and dropped at
+    once, so a process acquiring it at that instant could be refused: probe only runs about to
+    be trained, never in ``--report-only``."""
+    lock = run_dir / ".lock"
+    if not lock.is_file():
+        return False
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # drops the probe's lock
+    return False
+
+
+Action = Literal["row", "resume", "start", "busy", "unfinished"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do for one (game, seed, budget) without a row: ``row`` (a finished run to read),
+    ``resume``, ``start``, ``busy`` (another process is training it) or ``unfinished``
+    (``--report-only``: not finished, not looked at further)."""
+
+    action: Action
+    run_dir: Path | None = None
+
+
+def plan(root: Path, game: str, seed: int, steps: int, train: bool = True) -> Plan:
+    """The newest finished run is read; else the run with the most checkpointed is continued,
+    unless some unfinished one is held by another process; else a new run starts. An unfinished
+    directory without a checkpoint (killed before its first) is left as it is."""
+    runs = find_runs(root, game, seed, steps)
+    finished = [r for r in runs if r.finished]
+    if finished:
+        return Plan("row", finished[-1].path)
+    unfinished = [r for r in runs if not r.finished]
+    if not train:
+        return Plan("unfinished", unfinished[-1].path) if unfinished else Plan("start")
+    busy = [r for r in unfinished if in_use(r.path)]
+    if busy:
+        return Plan("busy", busy[-1].path)
+    resumable = [r for r in unfinished if r.checkpointed > 0]
+    if resumable:
+        return Plan("resume", max(resumable, key=lambda r: (r.checkpointed, r.path.name)).path)
+    return Plan("start")
+
+
+# ------------------------------------------------------------------ training
+def keep_checkpoints(game: str, steps: int) -> int:
+    """KEEP_CHECKPOINTS, or more where a larger budget writes more checkpoints than that."""
+    cfg = load_config(config_path(game))
+    rollout = cfg.rollout
+    per_iteration = rollout.num_workers * rollout.envs_per_worker * rollout.fragment_length
+    iterations = math.ceil(steps / per_iteration)
+    written = iterations // cfg.run.checkpoint_every + 1  # on the way, and the final one
+    return max(KEEP_CHECKPOINTS, written)
+
+
+def start_arguments(game: str, seed: int, steps: int, root: Path) -> list[str]:
+    """``rlformer train``'s arguments for a new run of (game, seed) at ``steps``."""
+    settings = [
+        f"run.seed={seed}",
+        f"run.root={root}",
+        f"run.name={run_name(game, seed)}",
+        "run.progress=false",
+        f"run.keep_checkpoints={keep_checkpoints(game, steps)}",
+        f"ppo.total_steps={steps}",
+    ]
+    return [str(config_path(game)), *(item for s in settings for item in ("--set", s))]
+
+
+def rlformer_train(arguments: Sequence[str]) -> int:
+    """Run ``rlformer train ARGUMENTS`` in a child process (this interpreter's rlformer), its
+    output to this terminal; the exit code.
+
+    Ctrl-C reaches the child too, which finishes its iteration, writes a checkpoint and exits:
+    it is waited for before this process stops, so the run resumes from there.
+    """
+    print(f"$ rlformer train {shlex.join(arguments)}", flush=True)
+    with subprocess.Popen([sys.executable, "-m", "rlformer.cli", "train", *arguments]) as child:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            child.wait()
+            raise
+
+
+# ------------------------------------------------------------------ rows
+@dataclass
+class Row:
+    game: str
+    seed: int
+    steps: int  # the budget: the run's ppo.total_steps
+    env_steps: int  # trained: the budget rounded up to whole rollouts
+    eval_return_mean: float  # final evaluation (eval.json), over its episodes
+    eval_return_std: float
+    eval_episodes: int
+    train_return_mean: float | None  # rollout/return_mean at the end: last 100 training episodes
+    seconds: float  # training loop: the sum of time/iteration_s over the run's iterations
+    steps_per_s: float
+    commit: str | None
+    source: Literal["trained", "resumed", "found"]
+    run_dir: str
+
+
+def row_key(game: str, seed: int, steps: int) -> tuple[str, int, int]:
+    return (game, seed, steps)
+
+
+def read_row(game: str, seed: int, steps: int, run_dir: Path, source: str) -> Row:
+    """The row of a finished run, from its eval.json and metrics.jsonl."""
+    evaluation = json.loads((run_dir / "eval.json").read_text())
+    metrics = read_metrics(run_dir)
+    trained = [m for m in metrics if "time/iteration_s" in m]
+    returns = [m[CURVE_METRIC] for m in metrics if CURVE_METRIC in m]
+    env_steps = int(max(m["step"] for m in metrics))
+    seconds = float(sum(m["time/iteration_s"] for m in trained))
+    return Row(
+        game,
+        seed,
+        steps,
+        env_steps,
+        float(evaluation["return_mean"]),
+        float(evaluation["return_std"]),
+        int(evaluation["episodes"]),
+        float(returns[-1]) if returns else None,
+        seconds,
+        env_steps / seconds if seconds > 0 else float("nan"),
+        CODE_VERSION,
+        source,  # type: ignore[arg-type]
+        str(run_dir),
+    )
+
+
+def read_rows(out: Path) -> list[Row]:
+    if not out.exists():
+        return []
+    return [Row(**json.loads(line)) for line in out.read_text().splitlines() if line.strip()]
+
+
+def append_row(out: Path, row: Row) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("a") as handle:
+        handle.write(json.dumps(asdict(row)) + "\n")
+    train = "-" if row.train_return_mean is None else f"{row.train_return_mean:.2f}"
+    print(
+        f"{row.game} seed {row.seed} ({row.source}): training return {train}, evaluation "
+        f"{row.eval_return_mean:.2f} +/- {row.eval_return_std:.2f}, {row.env_steps:,} steps "
+        f"in {row.seconds:.0f} s ({row.steps_per_s:.0f} steps/s); {row.run_dir}",
+        flush=True,
+    )
+
+
+def measure(
+    game: str, seed: int, steps: int, root: Path, train: bool
+) -> tuple[Row | None, str | None]:
+    """One (game, seed, budget) without a row: (its row once finished, else None; a failure's
+    description, else None). Trains only with ``train``."""
+    step = plan(root, game, seed, steps, train)
+    label = f"{game} seed {seed} at {steps:,} steps"
+    if step.action == "row":
+        assert step.run_dir is not None
+        return read_row(game, seed, steps, step.run_dir, "found"), None
+    if step.action == "unfinished":
+        print(f"{label}: {step.run_dir} has not finished; no row", flush=True)
+        return None, None
+    if not train:
+        print(f"{label}: no run under {root}", flush=True)
+        return None, None
+    if step.action == "busy":
+        print(f"{label}: {step.run_dir} is in use by another process; left to it", flush=True)
+        return None, None
+    if step.action == "resume":
+        assert step.run_dir is not None
+        code = rlformer_train(["--resume", str(step.run_dir), "--trust-checkpoint"])
+        source = "resumed"
+    else:
+        code = rlformer_train(start_arguments(game, seed, steps, root))
+        source = "trained"
+    if code in INTERRUPTED:  # stopped by the user: so is the benchmark, resumable as the run
+        raise SystemExit(f"{label}: rlformer train was interrupted ({code}); run this again")
+    if code != 0:
+        return None, f"{label}: rlformer train exited with {code}"
+    done = plan(root, game, seed, steps, train=False)
+    if done.action != "row" or done.run_dir is None:
+        return None, f"{label}: rlformer train exited 0 but no finished run is under {root}"
+    return read_row(game, seed, steps, done.run_dir, source), None
+
+
+# ------------------------------------------------------------------ report
+def _ci(values: Sequence[float]) -> str:
+    summary = summarize_scores(list(values), seed=0)
+    return f"{summary.mean:.2f} [{summary.mean_ci[0]:.2f}, {summary.mean_ci[1]:.2f}]"
+
+
+def _steps(steps: int) -> str:
+    return f"{steps:,}"
+
+
+def plot_path(out: Path, game: str, steps: int) -> Path:
+    return out.parent / f"ppo_{game}_{steps}steps.png"
+
+
+def game_section(game: str, steps: int, rows: list[Row], plot: Path | None) -> list[str]:
+    """One game at one budget: ours (mean [95% CI] over seeds) and the published figures."""
+    rows = sorted(rows, key=lambda r: r.seed)
+    train = [r.train_return_mean for r in rows if r.train_return_mean is not None]
+    episodes = sorted({r.eval_episodes for r in rows})
+    lines = [
+        "",
+        f"## {game} ({GAMES[game]}), {steps:,} steps",
+        "",
+        "| agent | steps | training return, last 100 episodes | final evaluation | seeds / runs |",
+        "| --- | --- | --- | --- | --- |",
+        f"| rlformer PPO (ours) | {_steps(max(r.env_steps for r in rows))} | "
+        f"{_ci(train) if train else '-'} | {_ci([r.eval_return_mean for r in rows])} "
+        f"({'/'.join(map(str, episodes))} episodes each) | {len(rows)} "
+        f"{'seed' if len(rows) == 1 else 'seeds'} |",
+    ]
+    for figure in PUBLISHED[game]:
+        value = "not derivable" if figure.value is None else f"≈ {figure.value:g}"
+        at = "-" if figure.at_steps is None else _steps(figure.at_steps)
+        cells = (value, "-") if figure.measure == "training" else ("-", value)
+        runs = "30 runs" if figure.source == "MinAtar README" else "not stated"
+        lines.append(
+            f"| {figure.agent} (published: {figure.source}) | {at} | {cells[0]} | {cells[1]} | "
+            f"{runs} |"
+        )
+    lines += ["", "Per seed:", ""]
+    for r in rows:
+        train_value = "-" if r.train_return_mean is None else f"{r.train_return_mean:.2f}"
+        lines.append(
+            f"- seed {r.seed}: training {train_value}, evaluation {r.eval_return_mean:.2f} "
+            f"± {r.eval_return_std:.2f}; {r.env_steps:,} steps in {r.seconds:,.0f} s "
+            f"({r.steps_per_s:,.0f} env steps/s); commit {r.commit or 'unknown'}, {r.source}; "
+            f"`{Path(r.run_dir).name}`"
+        )
+    if game in GAME_NOTES:
+        lines += ["", GAME_NOTES[game]]
+    if plot is not None:
+        lines += ["", f"![{game} learning curves]({plot.name})"]
+    return lines
+
+
+def draw_curves(rows: list[Row], path: Path) -> Path | None:
+    """The learning-curve PNG of one game and budget (one line per seed), drawn from the runs'
+    metrics; None, leaving any earlier PNG as it is, when a run directory is not here."""
+    run_dirs = [Path(r.run_dir) for r in sorted(rows, key=lambda r: r.seed)]
+    missing = [str(d) for d in run_dirs if not (d / "metrics.jsonl").is_file()]
+    if missing:
+        print(f"{path.name} not drawn: no metrics in {', '.join(missing)}", flush=True)
+        return path if path.exists() else None
+    return plot_learning_curves(run_dirs, path, [CURVE_METRIC])
+
+
+def report(rows: list[Row], out: Path) -> str:
+    """Markdown: per game and budget, ours against the published figures; PNGs beside ``out``."""
+    lines = [
+        "# MinAtar PPO",
+        "",
+        "rlformer PPO with MinAtar's network (`configs/minatar/ppo_GAME.yaml`): mean over seeds "
+        "[bootstrap 95% CI over seeds] of the training return at the end (the last 100 training "
+        "episodes, sampled actions: what the published curves plot) and of the final "
+        "evaluation (eval.json: sampled actions). Env steps/s: the training loop on the "
+        "machine that ran it, whatever else ran there.",
+        "",
+        "Published figures are others' measurements, labelled as published and read off their "
+        "plots (≈):",
+        "",
+        *(f"- **{name}**: {text}." for name, text in SOURCES.items()),
+    ]
+    groups = sorted({(r.game, r.steps) for r in rows}, key=lambda g: (list(GAMES).index(g[0]), g))
+    for game, steps in groups:
+        mine = [r for r in rows if (r.game, r.steps) == (game, steps)]
+        lines += game_section(game, steps, mine, draw_curves(mine, plot_path(out, game, steps)))
+    return "\n".join(lines) + "\n"
+
+
+def write_report(rows: list[Row], out: Path) -> None:
+    text = report(rows, out)
+    print(text)
+    out.with_suffix(".md").write_text(text)
+    print(f"wrote {out.with_suffix('.md')}", flush=True)
+
+
+# ------------------------------------------------------------------ command line
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    add = parser.add_argument
+    add("--games", nargs="+", choices=list(GAMES), default=list(GAMES))
+    add("--seeds", type=int, default=3, help="seeds 0..N-1")
+    add("--steps", type=int, default=None, help="env steps per run (default: the config's)")
+    add("--root", type=Path, default=DEFAULT_ROOT, help="folder of the run directories")
+    add("--out", type=Path, default=DEFAULT_OUT, help="result rows (JSONL); report and PNGs beside")
+    add("--report-only", action="store_true", help="train nothing; rows for finished runs only")
+    return parser.parse_args(argv)
+
+
+def budget(game: str, steps: int | None) -> int:
+    return steps if steps is not None else int(load_config(config_path(game)).ppo.total_steps)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    rows = read_rows(args.out)
+    done = {row_key(r.game, r.seed, r.steps) for r in rows}
+    failures = []
+    for seed in range(args.seeds):  # every game gets seed 0 before any gets seed 1
+        for game in args.games:
+            steps = budget(game, args.steps)
+            if row_key(game, seed, steps) in done:
+                continue
+            row, failure = measure(game, seed, steps, args.root, train=not args.report_only)
+            if failure is not None:
+                print(failure, flush=True)
+                failures.append(failure)
+            if row is not None:
+                append_row(args.out, row)
+                rows.append(row)
+    shown = [
+        r for r in rows if r.game in args.games and (args.steps is None or r.steps == args.steps)
+    ]
+    if shown:
+        write_report(shown, args.out)
+    else:
+        print(f"no finished run to report in {args.out}", flush=True)
+    if failures:
+        raise SystemExit("\n".join(["failed:", *failures]))
+
+
+if __name__ == "__main__":
+    main()
