@@ -19,17 +19,7 @@ from rlformer.config import ConfigError, load_config
 from rlformer.core import CoreConfig
 from rlformer.models.decision_transformer import DecisionTransformer
 from rlformer.training import train
-
-TINY_DT = [
-    "dt.context=4",
-    "dt.batch_size=8",
-    "dt.log_every=5",
-    "dt.warmup_steps=10",
-    "dt.core.n_layers=1",
-    "dt.core.d_model=16",
-    "dt.core.d_ff=32",
-    "dt.core.dropout=0.0",
-]
+from tests.algos.test_odt_runs import TINY_DT
 
 
 def _dt(condition_on_return: bool, memory_length: int = 36) -> DecisionTransformer:
