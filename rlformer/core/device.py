@@ -15,14 +15,27 @@ import torch
 def resolve_device(name: Literal["auto", "cpu", "cuda"] | str) -> torch.device:
     """``auto`` -> cuda when available else cpu; ``cuda`` without a GPU is a clear error."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise ValueError(
             "device 'cuda' requested but torch sees no CUDA GPU; use device: auto or cpu"
         )
     if name not in ("cpu", "cuda"):
         raise ValueError(f"unknown device {name!r}; use auto, cpu or cuda")
+    if name == "cuda":
+        deterministic_cudnn()
     return torch.device(name)
+
+
+def deterministic_cudnn() -> None:
+    """cuDNN's deterministic convolution algorithms, so a seeded CUDA run repeats exactly.
+
+    Its default algorithms for a convolution's weight gradient may add in any order; a run
+    killed and resumed on a GPU then drifted from the uninterrupted run in the fourth decimal
+    (IMPALA CNN, PPO). Disabling the autotuner keeps the choice of algorithm fixed too.
+    """
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
 
 
 def autocast_context(

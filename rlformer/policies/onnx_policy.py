@@ -8,7 +8,6 @@ env, seeds and targets that ``rlformer eval RUN_DIR`` uses.
 
 from __future__ import annotations
 
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +58,9 @@ class ExportedPolicy:
             raise CheckpointError(f"{name}: not a readable rlformer export ({err})") from None
         except Exception as err:  # noqa: BLE001 - onnxruntime's load errors have no common base
             raise CheckpointError(f"{name}: onnxruntime cannot load it ({err})") from None
-        self._rngs: weakref.WeakKeyDictionary[torch.Generator, np.random.Generator] = (
-            weakref.WeakKeyDictionary()
-        )
+        # keyed by id(); the generator is kept beside its RNG so that its id is never reused
+        # (torch before 2.13 cannot weak-reference a Generator)
+        self._rngs: dict[int, tuple[torch.Generator, np.random.Generator]] = {}
 
     def initial_state(self, n: int, target_return: float | None = None) -> dict[str, np.ndarray]:
         if target_return is None and self.info.return_conditioned and not self.info.default_targets:
@@ -83,6 +82,7 @@ class ExportedPolicy:
 
     def _rng(self, generator: torch.Generator) -> np.random.Generator:
         """The numpy RNG of a torch generator: made on first use from its seed, then kept."""
-        if generator not in self._rngs:
-            self._rngs[generator] = np.random.default_rng(generator.initial_seed())
-        return self._rngs[generator]
+        key = id(generator)
+        if key not in self._rngs:
+            self._rngs[key] = (generator, np.random.default_rng(generator.initial_seed()))
+        return self._rngs[key][1]

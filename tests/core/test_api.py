@@ -97,6 +97,24 @@ def test_resolve_device() -> None:
             resolve_device("cuda")
 
 
+@pytest.mark.parametrize("name", ["cuda", "auto"])
+def test_a_cuda_device_makes_cudnn_deterministic(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Picking CUDA turns on cuDNN's deterministic algorithms (a resumed run must repeat)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    assert resolve_device(name) == torch.device("cuda")
+    assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+
+
+def test_a_cpu_device_leaves_cudnn_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)
+    resolve_device("cpu")
+    assert not torch.backends.cudnn.deterministic
+
+
 def test_autocast_is_off_on_cpu_by_default() -> None:
     a, b = torch.randn(4, 4), torch.randn(4, 4)
     with autocast_context(torch.device("cpu")):
