@@ -385,6 +385,7 @@ def test_dict_observation_dt_sessions_batch_and_travel_in_state_blobs(tmp_path: 
     """`rlformer serve`'s stepper: a memory DT on Dict observations (images, nested Tuple)
     with MultiDiscrete actions acts alike for sessions batched together, run alone, or carrying
     their context (a dict of leaf windows) in sealed blobs."""
+    pytest.importorskip("ray.serve", reason="rlformer.serve imports Ray Serve")
     from rlformer.checkpoints import encode_spec, write_checkpoint_file
     from rlformer.policies.decision_transformer import build_dt
     from rlformer.serve.deployments import state_codec
