@@ -59,7 +59,7 @@ class ExportedPolicy:
         except Exception as err:  # noqa: BLE001 - onnxruntime's load errors have no common base
             raise CheckpointError(f"{name}: onnxruntime cannot load it ({err})") from None
         # keyed by id(); the generator is kept beside its RNG so that its id is never reused
-        # (torch before 2.13 cannot weak-reference a Generator)
+        # (torch 2.11 cannot weak-reference a Generator)
         self._rngs: dict[int, tuple[torch.Generator, np.random.Generator]] = {}
 
     def initial_state(self, n: int, target_return: float | None = None) -> dict[str, np.ndarray]:
