@@ -13,7 +13,10 @@ import torch
 
 
 def resolve_device(name: Literal["auto", "cpu", "cuda"] | str) -> torch.device:
-    """``auto`` -> cuda when available else cpu; ``cuda`` without a GPU is a clear error."""
+    """``auto`` -> cuda when available else cpu; ``cuda`` without a GPU is a clear error.
+
+    Resolving to CUDA also switches cuDNN to deterministic algorithms (:func:`deterministic_cudnn`).
+    """
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
