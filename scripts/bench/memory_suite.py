@@ -718,12 +718,17 @@ def report(results: list[Result], plots: Path | None) -> None:
                 f"{success:>7s} {row.steps_per_s:8.0f} {row.ratio}"
             )
         if plots is not None:
-            task = TASKS.get(name)
-            if not several or (task is not None and budget == task.steps):
-                _plot(name, rows, plots / f"{name}.png")
-            else:
-                suffix = "unrecorded" if budget is None else budget
-                _plot(_title(name, budget), rows, plots / f"{name}-{suffix}.png")
+            _plot(_title(name, budget), rows, plots / plot_name(name, budget))
+
+
+def plot_name(task: str, budget: int | None) -> str:
+    """The PNG of one task and budget: ``TASK.png`` for the task's default budget, else
+    ``TASK-BUDGET.png`` (``TASK-unrecorded.png`` for rows without one), whichever budgets a
+    report shows, so that a ``--steps`` report never draws over the default budget's curves."""
+    known = TASKS.get(task)
+    if known is not None and budget == known.steps:
+        return f"{task}.png"
+    return f"{task}-{'unrecorded' if budget is None else budget}.png"
 
 
 def _title(name: str, budget: int | None) -> str:

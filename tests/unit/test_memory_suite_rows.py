@@ -200,3 +200,18 @@ def test_mmer_is_the_best_point_of_the_learning_curve(capsys: pytest.CaptureFixt
     memory_suite.report([row, other], plots=None)
     line = next(line for line in capsys.readouterr().out.splitlines() if "gtrxl" in line)
     assert "0.500" in line  # the mean over seeds of 0.7 and 0.3
+
+
+def test_each_budget_draws_its_own_png_whichever_budgets_a_report_shows(tmp_path: Path) -> None:
+    default = memory_suite.TASKS["count-recall"].steps
+    short = memory_suite.Result("count-recall", "gtrxl", 0, default, 1.0, -0.8, None, [(8, -0.9)])
+    short.budget = default
+    long = memory_suite.Result("count-recall", "gtrxl", 0, 5_000_000, 1.0, -0.4, None, [(8, -0.5)])
+    long.budget = 5_000_000
+    memory_suite.report([long], plots=tmp_path)  # a `--steps 5000000` report alone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["count-recall-5000000.png"]
+    memory_suite.report([short, long], plots=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "count-recall-5000000.png",
+        "count-recall.png",
+    ]
