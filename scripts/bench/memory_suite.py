@@ -5,9 +5,10 @@ Every agent gets the same env-step budget on the same env (same imports and wrap
 episodes, every agent with greedy actions unless the task's config evaluates sampled ones
 (``eval.deterministic: false``, as the MiniGrid and LunarLander presets do). Results are
 appended to ``--out`` (JSONL) as they finish, so a killed suite continues where it stopped: a
-(task, agent, seed, budget, overrides) with a row is skipped (see :func:`row_budget` for rows
-that name no budget), and a half-finished rlformer run is resumed from its last checkpoint
-(see :func:`run_rlformer`). At the end (or with ``--report-only``) it prints per task, budget
+(task, agent, seed, budget, overrides) with a row is skipped when the row's recorded settings
+are the run's (:func:`same_settings`; see :func:`row_budget` for rows that name no budget), and
+a half-finished rlformer run with the same settings is resumed from its last checkpoint (see
+:func:`run_rlformer`). At the end (or with ``--report-only``) it prints per task, budget
 and agent: final score mean and IQM with bootstrap 95% CIs over seeds, the maximum mean
 episodic return during training (:func:`mmer`), env steps/s including updates and the
 throughput ratio to RecurrentPPO, and draws one learning-curve PNG per task and budget.
@@ -220,6 +221,8 @@ class Result:
     # The final evaluation's episodes played again with the other kind of action (sampled
     # where `score` is greedy, greedy where it samples); None on rows from before, SB3 rows.
     score_other_mode: float | None = None
+    # What the rlformer run trained with (see settings()); None on SB3 rows and rows from before.
+    settings: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.mmer is None:
@@ -280,6 +283,56 @@ def run_key(
 
 def row_key(row: Result) -> tuple[Any, ...]:
     return run_key(row.task, row.agent, row.seed, row_budget(row), row.overrides)
+
+
+UNSCORED_SETTINGS = frozenset(
+    {
+        "run.name",
+        "run.root",
+        "run.seed",
+        "run.device",
+        "run.torch_threads",
+        "run.checkpoint_every",
+        "run.keep_checkpoints",
+        "run.progress",
+        "eval.episodes",
+        "eval.every",
+        "eval.every_episodes",
+        "ppo.total_steps",
+    }
+)
+"""Config keys left out of :func:`settings`: they name, place, pace or checkpoint a run, or are
+in the skip key already (seed, device, budget)."""
+
+
+def settings(cfg: TrainConfig) -> dict[str, Any]:
+    """An rlformer run's resolved config as dotted keys, without :data:`UNSCORED_SETTINGS`.
+
+    Rows record it so that a change to a preset or to a default (which no ``--set`` override
+    shows) makes the suite train its runs again instead of counting the old rows as done.
+    """
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and value:
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else key, item)
+        else:
+            flat[prefix] = value
+
+    walk("", cfg.model_dump(mode="json"))
+    return {key: value for key, value in flat.items() if key not in UNSCORED_SETTINGS}
+
+
+def same_settings(recorded: dict[str, Any] | None, planned: dict[str, Any]) -> bool:
+    """Whether a run with ``recorded`` settings is the ``planned`` one: every key both have is
+    equal. A key only the planned run has is new since then; new keys come in at the value that
+    keeps the old behaviour, and a run that sets another has it in its overrides, which are in
+    the skip key. A row without settings (an SB3 row, or one from before rows recorded them)
+    counts as the same."""
+    if recorded is None:
+        return True
+    return all(planned[key] == value for key, value in recorded.items() if key in planned)
 
 
 def run_name(task: str, agent: str, seed: int, budget: int, overrides: Sequence[str]) -> str:
@@ -410,7 +463,9 @@ def run_rlformer(
 ) -> Result:
     """Train one rlformer agent, or finish the run a killed suite left under ``root``.
 
-    A run directory of this run's name (:func:`run_name`) with a checkpoint is continued from
+    A run directory of this run's name (:func:`run_name`) with a checkpoint, whose saved
+    config has this run's :func:`settings` (a preset changed since is trained afresh), is
+    continued from
     its newest readable checkpoint with the config saved in it (as ``rlformer.training.resume``
     does, plus the clock's callback); the metrics past that checkpoint are dropped, so the
     curve reads like an uninterrupted run's. Its row says ``resumed: true``, and its steps/s
@@ -428,6 +483,10 @@ def run_rlformer(
     previous = resumable_run(root, cfg.run.name)
     if previous is not None:
         saved = load_saved_config(previous / "config.yaml", [f"eval.episodes={episodes}"])
+        if not same_settings(settings(saved), settings(cfg)):
+            print(f"{previous}: trained with other settings; training afresh", flush=True)
+            previous = None
+    if previous is not None:
         try:
             result = train(saved, resume_dir=previous, on_iteration=clock.tick)
         except CheckpointError as err:  # no checkpoint reads: nothing to continue
@@ -452,6 +511,7 @@ def run_rlformer(
         resumed=previous is not None,
         timed_steps=timed_steps,
         score_other_mode=other_mode,
+        settings=settings(cfg),
     )
 
 
@@ -825,14 +885,23 @@ def main() -> None:
     finished = _done(args.out)
     rlformer_overrides = [f"run.device={args.device}", *args.overrides]
     if not args.report_only:
-        seen = {row_key(r) for r in finished}
+        recorded: dict[tuple[Any, ...], list[dict[str, Any] | None]] = {}
+        for row in finished:
+            recorded.setdefault(row_key(row), []).append(row.settings)
         for name in args.tasks:
             steps = args.steps or TASKS[name].steps
             for seed in range(args.seeds):
                 for agent in args.agents:
                     sb3 = agent in ("recurrent_ppo", "ppo_mlp")
                     overrides = [] if sb3 else rlformer_overrides
-                    if run_key(name, agent, seed, steps, overrides) in seen:
+                    planned: dict[str, Any] = {}
+                    if not sb3:
+                        cfg = rlformer_config(
+                            name, agent, steps, seed, args.episodes, args.root, overrides
+                        )
+                        planned = settings(cfg)
+                    rows = recorded.get(run_key(name, agent, seed, steps, overrides), [])
+                    if any(same_settings(done, planned) for done in rows):
                         continue
                     if sb3:
                         result = run_sb3(

@@ -215,3 +215,57 @@ def test_each_budget_draws_its_own_png_whichever_budgets_a_report_shows(tmp_path
         "count-recall-5000000.png",
         "count-recall.png",
     ]
+
+
+def test_settings_tell_a_changed_preset_from_the_recorded_one(tmp_path: Path) -> None:
+    """Rows record what the run trained with, so a preset or default changed since (which no
+    override shows) is trained again; naming and pacing keys do not count, nor keys added since."""
+    planned = memory_suite.settings(
+        memory_suite.rlformer_config("count-recall", "gtrxl", 5_000_000, 0, 100, tmp_path)
+    )
+    assert planned["ppo.learning_rate"] == 0.0005 and planned["model.torso"] == "gtrxl"
+    assert not memory_suite.UNSCORED_SETTINGS & planned.keys()
+    other_seed = memory_suite.settings(
+        memory_suite.rlformer_config("count-recall", "gtrxl", 200_000, 2, 10, tmp_path / "x")
+    )
+    assert other_seed == planned
+    assert memory_suite.same_settings(None, planned)  # rows from before settings were recorded
+    assert memory_suite.same_settings(dict(planned), planned)
+    older = {key: value for key, value in planned.items() if key != "ppo.target_kl"}
+    assert memory_suite.same_settings(older, planned)  # a key added since
+    assert not memory_suite.same_settings({**planned, "ppo.learning_rate": 0.001}, planned)
+    row = asdict(_row("count-recall", 5_000_192, budget=5_000_000))
+    row["settings"] = planned
+    out = tmp_path / "results.jsonl"
+    out.write_text(json.dumps(row) + "\n")
+    (read,) = memory_suite._done(out)
+    assert memory_suite.same_settings(read.settings, planned)
+
+
+def test_a_killed_run_of_a_changed_preset_trains_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlformer.training import train
+    from tests.reliability.tiny import TINY_OVERRIDES
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text("algo: ppo\n")
+    monkeypatch.setitem(
+        memory_suite.TASKS, "tiny", memory_suite.Task(str(config), 192, TINY_OVERRIDES)
+    )
+    root = tmp_path / "runs"
+    cfg = memory_suite.rlformer_config("tiny", "gtrxl", 192, 0, 2, root)
+    cfg.run.checkpoint_every = 1
+
+    def kill(iteration: int, metrics: dict[str, float]) -> None:
+        if iteration == 1:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        train(cfg, on_iteration=kill)
+    changed = [*TINY_OVERRIDES, "ppo.learning_rate=0.00123"]
+    monkeypatch.setitem(memory_suite.TASKS, "tiny", memory_suite.Task(str(config), 192, changed))
+    result = memory_suite.run_rlformer("tiny", "gtrxl", 192, 0, 2, root)
+    assert len(list(root.iterdir())) == 2  # the killed run is left as it was
+    assert not result.resumed and result.timed_steps is None
+    assert result.settings is not None and result.settings["ppo.learning_rate"] == 0.00123
