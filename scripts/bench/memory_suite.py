@@ -463,19 +463,18 @@ def run_rlformer(
 ) -> Result:
     """Train one rlformer agent, or finish the run a killed suite left under ``root``.
 
-    A run directory of this run's name (:func:`run_name`) with a checkpoint, whose saved
-    config has this run's :func:`settings` (a preset changed since is trained afresh), is
-    continued from
-    its newest readable checkpoint with the config saved in it (as ``rlformer.training.resume``
-    does, plus the clock's callback); the metrics past that checkpoint are dropped, so the
-    curve reads like an uninterrupted run's. Its row says ``resumed: true``, and its steps/s
-    count this process alone: ``seconds`` is :class:`TrainingLoopClock`'s time of the
-    iterations trained here, ``timed_steps`` their env steps. metrics.jsonl has each earlier
-    iteration's ``time/iteration_s``, but not the logging and checkpoint writes between
-    iterations that the clock counts, so it is not added in. Only a run killed after its last
-    checkpoint trains nothing here; its ``seconds`` is then the sum of every iteration's
-    ``time/iteration_s`` from metrics.jsonl, ``timed_steps`` all its env steps. The row's
-    ``commit`` is the checkout of the process that finished the run.
+    A run directory of this run's name (:func:`run_name`) with a checkpoint, whose saved config
+    has this run's :func:`settings` (a preset changed since is trained afresh), is continued
+    from its newest readable checkpoint with the config saved in it (as
+    ``rlformer.training.resume`` does, plus the clock's callback); the metrics past that
+    checkpoint are dropped, so the curve reads like an uninterrupted run's. Its row says
+    ``resumed: true``, and its steps/s count this process alone: ``seconds`` is
+    :class:`TrainingLoopClock`'s time of the iterations trained here, ``timed_steps`` their env
+    steps. metrics.jsonl has each earlier iteration's ``time/iteration_s``, but not the logging
+    and checkpoint writes between iterations that the clock counts, so it is not added in. Only
+    a run killed after its last checkpoint trains nothing here; its ``seconds`` is then the sum
+    of every iteration's ``time/iteration_s`` from metrics.jsonl, ``timed_steps`` all its env
+    steps. The row's ``commit`` is the checkout of the process that finished the run.
     """
     cfg = rlformer_config(name, agent, steps, seed, episodes, root, overrides)
     clock = TrainingLoopClock()
