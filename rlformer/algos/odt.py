@@ -52,6 +52,7 @@ MATCHING_DT_SETTINGS = (
     "core",
     "context",
     "max_timestep",
+    "timestep_embedding",
     "return_scale",
     "memory_segments",
     "cnn",

@@ -90,6 +90,12 @@ class DTConfig(StrictModel):
         "the policy cannot read a target (training, evaluation, export and serving alike; "
         "target returns are still accepted and ignored).",
     )
+    timestep_embedding: bool = Field(
+        True,
+        description="false: every timestep input is replaced by 0, so the model has no "
+        "absolute clock (a plain DT then cannot tell the episode's past from the step number; "
+        "training, evaluation, export and serving alike; the embedding table stays).",
+    )
     target_returns: list[float] = Field(
         default_factory=lambda: [100.0], description="Target returns for the final evaluation."
     )

@@ -14,7 +14,9 @@ actions are Box, Discrete, MultiDiscrete or MultiBinary, each with its own token
 With ``condition_on_return=False`` the same network is a behaviour-cloning baseline: every
 return-to-go input is replaced by zero before it is embedded, so the tokens, attention and compute
 are unchanged but no action can depend on a target (the DT paper's comparison with behaviour
-cloning, without a second architecture to tune).
+cloning, without a second architecture to tune). With ``timestep_embedding=False`` every timestep
+input is replaced by zero likewise: a model without an absolute clock, so that a plain DT cannot
+infer from the step number what happened before its window.
 
 Two ways to use it:
 
@@ -92,13 +94,16 @@ class DecisionTransformer(nn.Module):
         action_nvec: list[int] | None = None,
         encoder: nn.Module | None = None,
         condition_on_return: bool = True,
+        timestep_embedding: bool = True,
     ) -> None:
         """``action_kind`` defaults to ``discrete`` or ``box`` as ``discrete`` says (a
         MultiDiscrete head also needs ``action_nvec``); ``encoder`` turns observation trees into
         ``state_dim`` features (None: states are flat vectors of ``state_dim`` values);
-        ``condition_on_return=False`` zeroes every return-to-go input (behaviour cloning)."""
+        ``condition_on_return=False`` zeroes every return-to-go input (behaviour cloning);
+        ``timestep_embedding=False`` every timestep input (no absolute clock)."""
         super().__init__()
         self.condition_on_return = condition_on_return
+        self.timestep_embedding = timestep_embedding
         kind: ActionKind = action_kind or ("discrete" if discrete else "box")
         self.action_kind = kind
         self.state_dim, self.act_dim, self.discrete = state_dim, act_dim, kind == "discrete"
@@ -165,6 +170,8 @@ class DecisionTransformer(nn.Module):
         batch, steps = tree_first(states).shape[:2]
         if not self.condition_on_return:  # behaviour cloning: no target reaches the network
             returns_to_go = torch.zeros_like(returns_to_go)
+        if not self.timestep_embedding:  # no clock: the step number cannot stand in for memory
+            timesteps = torch.zeros_like(timesteps)
         time = self.embed_timestep(timesteps.clamp(0, self.max_timestep - 1))  # [B, K, d]
         features = states
         if self.encoder is not None:  # at the core's precision (bf16 on CUDA under "auto")

@@ -409,6 +409,7 @@ def build_dt(
         action_nvec=action_nvec(action_space) if kind == "multidiscrete" else None,
         encoder=encoder,
         condition_on_return=cfg.dt.condition_on_return,
+        timestep_embedding=cfg.dt.timestep_embedding,
     )
 
 

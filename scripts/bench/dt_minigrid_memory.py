@@ -452,6 +452,8 @@ def dt_config(
             "checkpoint_every": max(1, 1000 // args.log_every),
         },
     }
+    if args.no_clock:  # only when set: runs with the clock keep the names they had
+        raw["dt"]["timestep_embedding"] = False
     digest = settings_digest(args, raw, model)
     raw["run"]["name"] = f"{model}-K{context}-w{windows}-seed{seed}-{digest}"
     return build_config(raw)
@@ -660,6 +662,7 @@ def train_policies(
                     f"GRU {args.gru_hidden}"
                     if model == "gru_bc"
                     else f"{args.layers} layers, d_model {args.d_model}, {args.heads} heads"
+                    + (", no clock" if args.no_clock else "")
                 ),
             }
             print(
@@ -801,6 +804,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--seeds", type=int, default=3)
     add("--episodes", type=int, default=100, help="evaluation episodes per seed")
     add("--sample-actions", action="store_true", help="evaluate DT/GRU with sampled actions")
+    add(
+        "--no-clock",
+        action="store_true",
+        help="DTs without the timestep embedding (dt.timestep_embedding=false), so that the "
+        "step number cannot tell a plain DT what lies before its window",
+    )
     return parser.parse_args(argv)
 
 
