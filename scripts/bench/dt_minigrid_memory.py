@@ -23,7 +23,10 @@ from the last observation that shows the cue (told apart from the two objects at
 end by its walls: :func:`cue_in_view`) to the episode's last action. The decision itself (the
 turn towards one object) is the action before the last, so a plain DT's window at the decision
 shows the cue only when K >= that distance. Unless ``--context`` is given, K is one below the
-distance's 5th percentile over the successful episodes.
+distance's 5th percentile over the successful episodes. The window is not the only way back:
+the DT's timestep embedding tells it the step number, and where the teacher takes longer
+routes for one cue than for the other, the step number tells the cue. ``--no-clock`` trains
+the DTs without it (``dt.timestep_embedding: false``), so that the plain DT has no way back.
 
 Every stage is skipped when its result exists: the teacher run (resumed from its last checkpoint
 when killed), the recording (an HDF5 file under ``--root``), and each (model, seed) row in
