@@ -105,3 +105,15 @@ def test_recorded_dict_episodes_train_a_memory_dt_and_the_gru(tmp_path: Path) ->
 
     gru, gru_per_step, _ = bench.run_gru(args, env_cfg, path, cfg, 0)
     assert 0.0 <= gru["success_rate"] <= 1.0 and gru_per_step > 0
+
+
+def test_no_clock_trains_the_dts_without_the_timestep_embedding(tmp_path: Path) -> None:
+    env_cfg = offline_env_config(bench.TEACHER_CONFIG)
+    data = tmp_path / "data.hdf5"
+    plain = bench.parse_args(["--root", str(tmp_path)])
+    no_clock = bench.parse_args(["--root", str(tmp_path), "--no-clock"])
+    for model in ("plain_dt", "memory_dt"):
+        with_clock = bench.dt_config(plain, env_cfg, data, model, 0, 2, 26, 0.9)
+        without = bench.dt_config(no_clock, env_cfg, data, model, 0, 2, 26, 0.9)
+        assert with_clock.dt.timestep_embedding and not without.dt.timestep_embedding
+        assert with_clock.run.name != without.run.name  # another measurement, another run
