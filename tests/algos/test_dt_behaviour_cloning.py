@@ -73,15 +73,8 @@ def test_a_memory_dt_without_return_conditioning_ignores_returns_in_its_memory_t
     assert torch.equal(second_window(rtg), second_window(-5.0 * rtg))
 
 
-def test_the_setting_reaches_the_model_of_a_dt_and_a_memory_dt(walks: Path, tmp_path: Path) -> None:
-    base = [
-        "algo=dt",
-        "env.id=rlformer/TMaze-v0",
-        "env.kwargs.length=4",
-        f"dt.dataset={walks}",
-        *TINY_DT,
-        f"run.root={tmp_path}",
-    ]
+def test_the_setting_reaches_the_model_of_a_dt_and_a_memory_dt(tmaze_dt: list[str]) -> None:
+    base = tmaze_dt
     assert load_config(None, base).dt.condition_on_return  # the default: a DT
     for extra in ([], ["dt.memory_segments=2", "dt.core.memory_length=12"]):
         cfg = load_config(None, [*base, "dt.condition_on_return=false", *extra])

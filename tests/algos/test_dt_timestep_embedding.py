@@ -7,8 +7,6 @@ what lies before its window from the step number."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -19,7 +17,6 @@ from rlformer.core import CoreConfig
 from rlformer.models.decision_transformer import DecisionTransformer
 from rlformer.policies.registry import load_policy
 from rlformer.training import train
-from tests.algos.test_odt_runs import TINY_DT
 
 
 def _dt(timestep_embedding: bool) -> DecisionTransformer:
@@ -57,18 +54,9 @@ def test_without_the_embedding_the_step_number_never_reaches_the_actions() -> No
 
 
 def test_the_setting_reaches_training_the_saved_policy_and_online_fine_tuning(
-    walks: Path, tmp_path: Path
+    tmaze_dt: list[str],
 ) -> None:
-    base = [
-        "algo=dt",
-        "env.id=rlformer/TMaze-v0",
-        "env.kwargs.length=4",
-        f"dt.dataset={walks}",
-        *TINY_DT,
-        f"run.root={tmp_path}",
-        "run.progress=false",
-        "eval.episodes=0",
-    ]
+    base = [*tmaze_dt, "run.progress=false", "eval.episodes=0"]
     assert load_config(None, base).dt.timestep_embedding  # the default: the DT paper's clock
     memory = ["dt.memory_segments=2", "dt.core.memory_length=12"]
     cfg = load_config(None, [*base, *memory, "dt.timestep_embedding=false"])
