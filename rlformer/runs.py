@@ -114,9 +114,26 @@ class RunLock:
             ...  # train, checkpoint, log
     """
 
-    def __init__(self, run_dir: str | Path) -> None:
-        self.path = Path(run_dir) / ".lock"
+    def __init__(self, run_dir: str | Path, lock_name: str = ".lock") -> None:
+        self.path = Path(run_dir) / lock_name
         self._fd: int | None = None
+
+    @staticmethod
+    def held(run_dir: str | Path, lock_name: str = ".lock") -> bool:
+        """Whether a live process holds this lock now (probed with a shared lock taken and
+        dropped at once, so a process acquiring it at that instant could be refused: probe only
+        what is about to be used)."""
+        path = Path(run_dir) / lock_name
+        if not path.is_file():
+            return False
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # drops the probe's lock
+        return False
 
     def acquire(self) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)

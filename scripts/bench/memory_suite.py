@@ -8,10 +8,11 @@ appended to ``--out`` (JSONL) as they finish, so a killed suite continues where 
 (task, agent, seed, budget, overrides) with a row is skipped when the row's recorded settings
 are the run's (:func:`same_settings`; see :func:`row_budget` for rows that name no budget), and
 a half-finished rlformer run with the same settings is resumed from its last checkpoint (see
-:func:`run_rlformer`). At the end (or with ``--report-only``) it prints per task, budget
-and agent: final score mean and IQM with bootstrap 95% CIs over seeds, the maximum mean
-episodic return during training (:func:`mmer`), env steps/s including updates and the
-throughput ratio to RecurrentPPO, and draws one learning-curve PNG per task and budget.
+:func:`run_rlformer`); suite processes started side by side share the runs (:func:`claim`).
+At the end (or with ``--report-only``) it prints per task, budget and agent: final score mean
+and IQM with bootstrap 95% CIs over seeds, the maximum mean episodic return during training
+(:func:`mmer`), env steps/s including updates and the throughput ratio to RecurrentPPO, and
+draws one learning-curve PNG per task and budget.
 
     .venv/bin/python scripts/bench/memory_suite.py --tasks cartpole-novel --seeds 3
     .venv/bin/python scripts/bench/memory_suite.py --quick                   # smoke run
@@ -29,7 +30,8 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +47,7 @@ from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
 from rlformer.policies.registry import load_policy
 from rlformer.policies.sb3 import SB3Policy
 from rlformer.rollout.env_factory import env_from_config
-from rlformer.runs import read_metrics
+from rlformer.runs import RunDirError, RunLock, read_metrics
 from rlformer.training import TrainResult, train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -340,6 +342,34 @@ def run_name(task: str, agent: str, seed: int, budget: int, overrides: Sequence[
     every process, so a killed suite finds the run to resume; the overrides go in as a hash."""
     digest = hashlib.sha1(json.dumps(list(variant(overrides))).encode()).hexdigest()[:8]
     return f"{task}-{agent}-seed{seed}-{budget}-{digest}"
+
+
+CLAIMS = ".claims"
+
+
+@contextmanager
+def claim(root: Path, name: str) -> Iterator[bool]:
+    """Whether this process may train run ``name`` now; held until the block ends.
+
+    Suite processes started side by side (one per core) share the runs instead of training one
+    twice: each takes an flock on ``ROOT/.claims/NAME.lock`` for the run it trains, and skips a
+    run another process holds, or whose directory another process is training (the run's own
+    lock, which every ``rlformer train`` holds). The kernel drops a dead process's locks, so a
+    killed suite leaves nothing claimed.
+    """
+    claims = root / CLAIMS
+    claims.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(claims, f"{name}.lock")
+    try:
+        lock.acquire()
+    except RunDirError:
+        yield False
+        return
+    try:
+        previous = resumable_run(root, name)
+        yield previous is None or not RunLock.held(previous)
+    finally:
+        lock.release()
 
 
 def resumable_run(root: Path, name: str) -> Path | None:
@@ -816,6 +846,21 @@ def _plot(name: str, rows: list[Result], path: Path) -> None:
     plt.close(fig)
 
 
+def _train_one(
+    name: str,
+    agent: str,
+    steps: int,
+    seed: int,
+    args: argparse.Namespace,
+    overrides: Sequence[str],
+    sb3_setup: SB3Setup,
+) -> Result:
+    """One suite run: an SB3 agent, or an rlformer one (resumed where a killed run left it)."""
+    if agent in ("recurrent_ppo", "ppo_mlp"):
+        return run_sb3(name, agent, steps, seed, args.episodes, args.root, args.device, sb3_setup)
+    return run_rlformer(name, agent, steps, seed, args.episodes, args.root, overrides)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
@@ -899,32 +944,24 @@ def main() -> None:
                             name, agent, steps, seed, args.episodes, args.root, overrides
                         )
                         planned = settings(cfg)
-                    rows = recorded.get(run_key(name, agent, seed, steps, overrides), [])
-                    if any(same_settings(done, planned) for done in rows):
+                    key = run_key(name, agent, seed, steps, overrides)
+                    if any(same_settings(done, planned) for done in recorded.get(key, [])):
                         continue
-                    if sb3:
-                        result = run_sb3(
-                            name,
-                            agent,
-                            steps,
-                            seed,
-                            args.episodes,
-                            args.root,
-                            args.device,
-                            sb3_setup,
-                        )
-                    else:
-                        result = run_rlformer(
-                            name,
-                            agent,
-                            steps,
-                            seed,
-                            args.episodes,
-                            args.root,
-                            rlformer_overrides,
-                        )
-                    with args.out.open("a") as handle:
-                        handle.write(json.dumps(asdict(result)) + "\n")
+                    with claim(args.root, run_name(name, agent, seed, steps, overrides)) as mine:
+                        if not mine:
+                            print(
+                                f"{name} {agent} seed {seed}: another process is training "
+                                "it; skipped",
+                                flush=True,
+                            )
+                            continue
+                        # Another process may have finished it since this one read the rows.
+                        late = [r.settings for r in _done(args.out) if row_key(r) == key]
+                        if any(same_settings(done, planned) for done in late):
+                            continue
+                        result = _train_one(name, agent, steps, seed, args, overrides, sb3_setup)
+                        with args.out.open("a") as handle:
+                            handle.write(json.dumps(asdict(result)) + "\n")
                     finished.append(result)
                     print(
                         f"{name} {agent} seed {seed}: score {result.score:.3f}, "

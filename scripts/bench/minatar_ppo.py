@@ -38,10 +38,8 @@ for runs found finished under ``--root`` (reading them only) and renders the rep
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import math
-import os
 import re
 import shlex
 import signal
@@ -59,7 +57,7 @@ from memory_suite import CODE_VERSION
 from rlformer.config import load_config
 from rlformer.evaluation.plots import plot_learning_curves
 from rlformer.evaluation.statistics import summarize_scores
-from rlformer.runs import read_metrics
+from rlformer.runs import RunLock, read_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO / "docs" / "minatar" / "results.jsonl"
@@ -176,24 +174,6 @@ def find_runs(root: Path, game: str, seed: int, steps: int) -> list[FoundRun]:
     return found
 
 
-def in_use(run_dir: Path) -> bool:
-    """Whether a live process holds the run's lock (rlformer's RunLock: an flock on ``.lock``,
-    dropped by the kernel when its holder exits). Probed with a shared lock taken and dropped at
-    once, so a process acquiring it at that instant could be refused: probe only runs about to
-    be trained, never in ``--report-only``."""
-    lock = run_dir / ".lock"
-    if not lock.is_file():
-        return False
-    fd = os.open(lock, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # drops the probe's lock
-    return False
-
-
 Action = Literal["row", "resume", "start", "busy", "unfinished"]
 
 
@@ -218,7 +198,7 @@ def plan(root: Path, game: str, seed: int, steps: int, train: bool = True) -> Pl
     unfinished = [r for r in runs if not r.finished]
     if not train:
         return Plan("unfinished", unfinished[-1].path) if unfinished else Plan("start")
-    busy = [r for r in unfinished if in_use(r.path)]
+    busy = [r for r in unfinished if RunLock.held(r.path)]
     if busy:
         return Plan("busy", busy[-1].path)
     resumable = [r for r in unfinished if r.checkpointed > 0]

@@ -269,3 +269,69 @@ def test_a_killed_run_of_a_changed_preset_trains_afresh(
     assert len(list(root.iterdir())) == 2  # the killed run is left as it was
     assert not result.resumed and result.timed_steps is None
     assert result.settings is not None and result.settings["ppo.learning_rate"] == 0.00123
+
+
+def _tiny_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: int) -> list[str]:
+    """Registers the suite task ``tiny`` and returns a suite command line for it under tmp_path."""
+    from tests.reliability.tiny import TINY_OVERRIDES
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text("algo: ppo\n")
+    monkeypatch.setitem(
+        memory_suite.TASKS, "tiny", memory_suite.Task(str(config), steps, TINY_OVERRIDES)
+    )
+    return [
+        "memory_suite.py",
+        *("--tasks", "tiny", "--agents", "gtrxl", "--steps", str(steps), "--episodes", "2"),
+        *("--out", str(tmp_path / "rows.jsonl"), "--root", str(tmp_path / "runs")),
+        *("--plots", str(tmp_path / "plots")),
+    ]
+
+
+def test_side_by_side_suites_skip_the_runs_another_process_trains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [*_tiny_task(tmp_path, monkeypatch, 128), "--seeds", "2"]
+    root = tmp_path / "runs"
+    seed0 = memory_suite.run_name("tiny", "gtrxl", 0, 128, ["run.device=cpu"])
+    with memory_suite.claim(root, seed0) as mine:  # as a second suite process would hold it
+        assert mine
+        with memory_suite.claim(root, seed0) as again:
+            assert not again
+        monkeypatch.setattr(sys, "argv", argv)
+        memory_suite.main()
+    assert "tiny gtrxl seed 0: another process is training it; skipped" in capsys.readouterr().out
+    rows = memory_suite._done(tmp_path / "rows.jsonl")
+    assert [row.seed for row in rows] == [1]
+    # Released with the block: the next suite trains seed 0 and leaves seed 1 alone.
+    memory_suite.main()
+    assert sorted(row.seed for row in memory_suite._done(tmp_path / "rows.jsonl")) == [0, 1]
+
+
+def test_a_suite_skips_a_run_directory_another_process_is_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run directory locked by its trainer (here: a suite started before claims existed)."""
+    from rlformer.runs import RunLock
+    from rlformer.training import train
+
+    argv = [*_tiny_task(tmp_path, monkeypatch, 192), "--seeds", "1"]
+    root = tmp_path / "runs"
+    cfg = memory_suite.rlformer_config("tiny", "gtrxl", 192, 0, 2, root, ["run.device=cpu"])
+    cfg.run.checkpoint_every = 1
+
+    def kill(iteration: int, metrics: dict[str, float]) -> None:
+        if iteration == 1:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        train(cfg, on_iteration=kill)
+    (run_dir,) = root.glob("tiny-*")
+    monkeypatch.setattr(sys, "argv", argv)
+    with RunLock(run_dir):
+        memory_suite.main()
+    assert "another process is training it; skipped" in capsys.readouterr().out
+    assert not (tmp_path / "rows.jsonl").exists()
+    memory_suite.main()  # the trainer gone, the run is resumed
+    (row,) = memory_suite._done(tmp_path / "rows.jsonl")
+    assert row.resumed and row.env_steps == 192
