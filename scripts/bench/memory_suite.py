@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import re
 import subprocess
@@ -40,7 +41,7 @@ import numpy as np
 import torch
 
 from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
-from rlformer.checkpoints import CheckpointError
+from rlformer.checkpoints import CheckpointError, atomic_write_bytes
 from rlformer.config import TrainConfig, load_config, load_saved_config
 from rlformer.evaluation.runner import run_policy_episodes
 from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
@@ -633,9 +634,15 @@ def run_sb3(
     device: str = "cpu",
     setup: SB3Setup = SB3Setup(),
 ) -> Result:
-    """Train and score one SB3 agent. A killed SB3 run cannot resume: it starts again from
-    scratch (the suite saves no SB3 model during training), which is affordable at the tasks'
-    default budgets (100k to 1M env steps) it runs at."""
+    """Train and score one SB3 agent, continuing a killed run from its checkpoint.
+
+    Every CHECKPOINT_STEPS env steps the run saves what SB3's ``learn`` needs to go on (see
+    :class:`SB3Checkpoint`) under ``ROOT/RUN_NAME``; a suite that finds one with the same SB3
+    settings continues from it (``resumed: true``, steps/s of this process's part), and the
+    finished run deletes it. What a checkpoint cannot hold: the episodes in progress and the
+    LSTM states restart from env resets, and the unfinished rollout is sampled again, so a
+    resumed run trains on slightly different data than an uninterrupted one would.
+    """
     from sb3_contrib import RecurrentPPO
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
@@ -662,7 +669,16 @@ def run_sb3(
         "normalize_advantage": cfg.ppo.norm_adv if not zoo else True,
         **zoo,
     }
-    venv = _sb3_env(cfg, n_envs, seed, normalize_obs, normalize_reward, setup.subprocess_envs)
+    store = SB3Checkpoint(
+        root / run_name(name, agent, seed, steps, []),
+        {"agent": agent, "n_envs": n_envs, "policy_kwargs": policy_kwargs, **settings},
+    )
+    saved = store.load()
+    done = 0 if saved is None else int(saved["num_timesteps"])
+    # A resumed run's envs start from other seeds than the episodes it has already played.
+    venv = _sb3_env(
+        cfg, n_envs, seed + done, normalize_obs, normalize_reward, setup.subprocess_envs
+    )
     if agent == "recurrent_ppo":
         model = RecurrentPPO(
             "MlpLstmPolicy", venv, seed=seed, device=device, policy_kwargs=policy_kwargs, **settings
@@ -670,12 +686,17 @@ def run_sb3(
     else:
         model = PPO("MlpPolicy", venv, seed=seed, device=device, **settings)
     curve: list[tuple[int, float]] = []
+    if saved is not None:
+        curve = store.restore(model, saved)
+        print(f"resuming {store.folder} at {done}/{steps} env steps", flush=True)
 
     class Curve(BaseCallback):
         def _on_rollout_end(self) -> None:
             returns = [info["r"] for info in self.model.ep_info_buffer]
             if returns:
                 curve.append((self.num_timesteps, float(np.mean(returns))))
+            if self.num_timesteps // CHECKPOINT_STEPS > store.saved_at // CHECKPOINT_STEPS:
+                store.save(self.model, curve)
 
         def _on_step(self) -> bool:
             return True
@@ -683,7 +704,10 @@ def run_sb3(
     torch.set_num_threads(setup.threads)
     started = time.perf_counter()
     try:
-        model.learn(total_timesteps=steps, callback=Curve())
+        if steps > done:
+            model.learn(
+                total_timesteps=steps - done, callback=Curve(), reset_num_timesteps=saved is None
+            )
     finally:
         torch.set_num_threads(1)
     seconds = time.perf_counter() - started
@@ -700,6 +724,7 @@ def run_sb3(
     )
     score = float(np.mean(results.returns))
     venv.close()  # ends SubprocVecEnv's processes
+    store.remove()
     return Result(
         name,
         agent,
@@ -711,7 +736,95 @@ def run_sb3(
         curve,
         sb3_setup=setup.describe(),
         budget=steps,
+        resumed=saved is not None,
+        timed_steps=None if saved is None else model.num_timesteps - done,
     )
+
+
+def _describe_setting(value: Any) -> str:
+    """A JSON-able stand-in for an SB3 setting that is an object, the same in every process:
+    a class by its name, a schedule by its values at the start and the end of training."""
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    if callable(value):
+        return f"schedule {value(1.0)} to {value(0.0)}"
+    raise TypeError(f"no stable description of SB3 setting {value!r}")
+
+
+class SB3Checkpoint:
+    """An SB3 run's state between ``learn`` calls, in ``FOLDER/sb3_checkpoint.pt``.
+
+    It holds the policy's and the optimiser's tensors, the env steps done, the learning curve
+    so far and ``VecNormalize``'s running statistics, as plain tensors and numbers that
+    ``torch.load(weights_only=True)`` reads without running code (SB3's own ``save`` pickles
+    objects). A checkpoint whose SB3 settings differ from the run's is ignored: the run trains
+    afresh. Written atomically, so a kill mid-write leaves the previous one.
+    """
+
+    FILE = "sb3_checkpoint.pt"
+
+    def __init__(self, folder: Path, settings: dict[str, Any]) -> None:
+        self.folder = folder
+        self.settings = json.loads(json.dumps(settings, default=_describe_setting))
+        self.saved_at = 0  # env steps of the newest checkpoint this process knows of
+
+    def load(self) -> dict[str, Any] | None:
+        path = self.folder / self.FILE
+        if not path.is_file():
+            return None
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if state.get("settings") != self.settings:
+            print(f"{path}: trained with other settings; training afresh", flush=True)
+            return None
+        self.saved_at = int(state["num_timesteps"])
+        return state
+
+    def save(self, model: Any, curve: list[tuple[int, float]]) -> None:
+        from stable_baselines3.common.vec_env import VecNormalize
+
+        state: dict[str, Any] = {
+            "settings": self.settings,
+            "num_timesteps": int(model.num_timesteps),
+            "curve": [[int(step), float(value)] for step, value in curve],
+            "policy": model.policy.state_dict(),
+            "optimizer": model.policy.optimizer.state_dict(),
+        }
+        env = model.get_env()
+        if isinstance(env, VecNormalize):
+            for name in ("obs_rms", "ret_rms"):
+                if name not in vars(env):  # kept only for what it normalises
+                    continue
+                rms = vars(env)[name]
+                state[name] = {
+                    "mean": torch.as_tensor(rms.mean),
+                    "var": torch.as_tensor(rms.var),
+                    "count": float(rms.count),
+                }
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.folder / self.FILE, buffer.getvalue())
+        self.saved_at = state["num_timesteps"]
+
+    def restore(self, model: Any, state: dict[str, Any]) -> list[tuple[int, float]]:
+        """Loads ``state`` into a freshly built ``model``; the curve so far."""
+        from stable_baselines3.common.vec_env import VecNormalize
+
+        model.policy.load_state_dict(state["policy"])
+        model.policy.optimizer.load_state_dict(state["optimizer"])
+        model.num_timesteps = int(state["num_timesteps"])
+        env = model.get_env()
+        if isinstance(env, VecNormalize):
+            for name in ("obs_rms", "ret_rms"):
+                if name not in state:
+                    continue
+                rms, saved = vars(env)[name], state[name]
+                rms.mean, rms.var = saved["mean"].numpy(), saved["var"].numpy()
+                rms.count = saved["count"]
+        return [(int(step), float(value)) for step, value in state["curve"]]
+
+    def remove(self) -> None:
+        (self.folder / self.FILE).unlink(missing_ok=True)
 
 
 def sb3_eval_policy(model: Any, venv: Any, space: Any) -> SB3Policy:

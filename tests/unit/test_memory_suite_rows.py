@@ -7,8 +7,10 @@ import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 ROOT = Path(__file__).parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "bench"))
@@ -335,3 +337,84 @@ def test_a_suite_skips_a_run_directory_another_process_is_training(
     memory_suite.main()  # the trainer gone, the run is resumed
     (row,) = memory_suite._done(tmp_path / "rows.jsonl")
     assert row.resumed and row.env_steps == 192
+
+
+@pytest.mark.parametrize("normalize_obs", [False, True])
+def test_a_killed_sb3_run_resumes_from_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, normalize_obs: bool
+) -> None:
+    """RecurrentPPO (64 env steps a rollout) killed after its second checkpoint continues from
+    it: same run, its curve kept, its budget reached, only the part after the resume timed; the
+    finished run deletes its checkpoint."""
+    _tiny_task(tmp_path, monkeypatch, 320)
+    if normalize_obs:  # rewards are normalised either way, by default
+        task = memory_suite.TASKS["tiny"]
+        extra = ["model.normalize_obs=true"]
+        monkeypatch.setitem(
+            memory_suite.TASKS,
+            "tiny",
+            memory_suite.Task(task.config, 320, [*task.overrides, *extra]),
+        )
+    monkeypatch.setattr(memory_suite, "CHECKPOINT_STEPS", 64)
+    root = tmp_path / "runs"
+    save = memory_suite.SB3Checkpoint.save
+    saved: list[dict[str, Any]] = []
+
+    def save_then_die(self: Any, model: Any, curve: list[tuple[int, float]]) -> None:
+        save(self, model, curve)
+        state = torch.load(self.folder / self.FILE, weights_only=True)
+        saved.append(state)
+        if len(saved) == 2:
+            raise _Killed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(memory_suite.SB3Checkpoint, "save", save_then_die)
+        with pytest.raises(_Killed):
+            memory_suite.run_sb3("tiny", "recurrent_ppo", 320, 0, 2, root)
+    killed_at = saved[-1]["num_timesteps"]
+    assert killed_at == 128
+    assert ("obs_rms" in saved[-1]) == normalize_obs and "ret_rms" in saved[-1]
+    restore = memory_suite.SB3Checkpoint.restore
+    restored: list[bool] = []
+
+    def restore_and_compare(self: Any, model: Any, state: dict[str, Any]) -> Any:
+        curve = restore(self, model, state)
+        weights = model.policy.state_dict()
+        assert all(torch.equal(weights[k], v) for k, v in state["policy"].items())
+        assert model.num_timesteps == killed_at
+        env = model.get_env()
+        for name in ("obs_rms", "ret_rms") if normalize_obs else ("ret_rms",):
+            assert torch.equal(torch.as_tensor(vars(env)[name].var), state[name]["var"])
+        restored.append(True)
+        return curve
+
+    monkeypatch.setattr(memory_suite.SB3Checkpoint, "restore", restore_and_compare)
+    result = memory_suite.run_sb3("tiny", "recurrent_ppo", 320, 0, 2, root)
+    assert restored == [True]
+    assert result.resumed and result.env_steps == 320 and result.timed_steps == 320 - killed_at
+    assert [step for step, _ in result.curve] == [64, 128, 192, 256, 320]
+    assert result.curve[:2] == [tuple(point) for point in saved[-1]["curve"]]
+    assert not list(root.rglob(memory_suite.SB3Checkpoint.FILE))
+
+
+def test_an_sb3_checkpoint_of_other_settings_is_not_resumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tiny_task(tmp_path, monkeypatch, 128)
+    folder = tmp_path / "runs" / memory_suite.run_name("tiny", "recurrent_ppo", 0, 128, [])
+    memory_suite.SB3Checkpoint(folder, {"learning_rate": 1.0}).save(_FakeModel(), [(64, 0.5)])
+    result = memory_suite.run_sb3("tiny", "recurrent_ppo", 128, 0, 2, tmp_path / "runs")
+    assert not result.resumed and result.timed_steps is None and result.env_steps == 128
+
+
+class _FakeModel:
+    """What SB3Checkpoint.save reads from a model."""
+
+    num_timesteps = 64
+
+    def __init__(self) -> None:
+        self.policy = torch.nn.Linear(2, 2)
+        self.policy.optimizer = torch.optim.Adam(self.policy.parameters())  # type: ignore[assignment]
+
+    def get_env(self) -> None:
+        return None
