@@ -670,33 +670,45 @@ def run_sb3(
         **zoo,
     }
     store = SB3Checkpoint(
-        root / run_name(name, agent, seed, steps, []),
-        {"agent": agent, "n_envs": n_envs, "policy_kwargs": policy_kwargs, **settings},
+        root / sb3_run_name(name, agent, seed, steps, device, setup),
+        {
+            "agent": agent,
+            "n_envs": n_envs,
+            "policy_kwargs": policy_kwargs,
+            "normalize_obs": normalize_obs,
+            "normalize_reward": normalize_reward,
+            "env": cfg.env.model_dump(mode="json"),
+            **settings,
+        },
     )
     saved = store.load()
     done = 0 if saved is None else int(saved["num_timesteps"])
-    # A resumed run's envs start from other seeds than the episodes it has already played.
+    # A resumed run's envs and random streams start from other seeds than the part it has
+    # already trained (SB3 seeds the envs again from the model's seed); its weights are loaded.
     venv = _sb3_env(
         cfg, n_envs, seed + done, normalize_obs, normalize_reward, setup.subprocess_envs
     )
+    kwargs = {"seed": seed + done, "device": device, **settings}
     if agent == "recurrent_ppo":
-        model = RecurrentPPO(
-            "MlpLstmPolicy", venv, seed=seed, device=device, policy_kwargs=policy_kwargs, **settings
-        )
+        model = RecurrentPPO("MlpLstmPolicy", venv, policy_kwargs=policy_kwargs, **kwargs)
     else:
-        model = PPO("MlpPolicy", venv, seed=seed, device=device, **settings)
+        model = PPO("MlpPolicy", venv, **kwargs)
     curve: list[tuple[int, float]] = []
     if saved is not None:
         curve = store.restore(model, saved)
         print(f"resuming {store.folder} at {done}/{steps} env steps", flush=True)
 
     class Curve(BaseCallback):
+        def _on_rollout_start(self) -> None:
+            # After the update on the rollout that ended at num_timesteps: SB3 calls
+            # _on_rollout_end before that update, and a run resumed from there would skip it.
+            if self.num_timesteps // CHECKPOINT_STEPS > store.saved_at // CHECKPOINT_STEPS:
+                store.save(self.model, curve)
+
         def _on_rollout_end(self) -> None:
             returns = [info["r"] for info in self.model.ep_info_buffer]
             if returns:
                 curve.append((self.num_timesteps, float(np.mean(returns))))
-            if self.num_timesteps // CHECKPOINT_STEPS > store.saved_at // CHECKPOINT_STEPS:
-                store.save(self.model, curve)
 
         def _on_step(self) -> bool:
             return True
@@ -739,6 +751,19 @@ def run_sb3(
         resumed=saved is not None,
         timed_steps=None if saved is None else model.num_timesteps - done,
     )
+
+
+def sb3_run_name(
+    task: str, agent: str, seed: int, budget: int, device: str, setup: SB3Setup
+) -> str:
+    """The folder of an SB3 run's checkpoint under ``--root``, and the name it is claimed by:
+    :func:`run_name`'s, plus the device and machine use where they are not the defaults, so a
+    variant measured into its own ``--out`` never continues or blocks the default's run."""
+    name = run_name(task, agent, seed, budget, [])
+    if device == "cpu" and not setup.describe():
+        return name
+    digest = hashlib.sha1(json.dumps([device, setup.describe()]).encode()).hexdigest()[:8]
+    return f"{name}-{digest}"
 
 
 def _describe_setting(value: Any) -> str:
@@ -789,7 +814,7 @@ class SB3Checkpoint:
             "policy": model.policy.state_dict(),
             "optimizer": model.policy.optimizer.state_dict(),
         }
-        env = model.get_env()
+        env = model.get_vec_normalize_env()
         if isinstance(env, VecNormalize):
             for name in ("obs_rms", "ret_rms"):
                 if name not in vars(env):  # kept only for what it normalises
@@ -813,7 +838,7 @@ class SB3Checkpoint:
         model.policy.load_state_dict(state["policy"])
         model.policy.optimizer.load_state_dict(state["optimizer"])
         model.num_timesteps = int(state["num_timesteps"])
-        env = model.get_env()
+        env = model.get_vec_normalize_env()
         if isinstance(env, VecNormalize):
             for name in ("obs_rms", "ret_rms"):
                 if name not in state:
@@ -858,7 +883,15 @@ def sb3_eval_policy(model: Any, venv: Any, space: Any) -> SB3Policy:
 def _done(out: Path) -> list[Result]:
     if not out.exists():
         return []
-    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    lines = [line for line in out.read_text().splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number < len(lines) - 1:
+                raise
+            # The last line of a file another suite process is appending to right now.
     return [Result(**{"commit": None, **row}) for row in rows]  # older rows name no commit
 
 
@@ -1060,7 +1093,12 @@ def main() -> None:
                     key = run_key(name, agent, seed, steps, overrides)
                     if any(same_settings(done, planned) for done in recorded.get(key, [])):
                         continue
-                    with claim(args.root, run_name(name, agent, seed, steps, overrides)) as mine:
+                    claimed_as = (
+                        sb3_run_name(name, agent, seed, steps, args.device, sb3_setup)
+                        if sb3
+                        else run_name(name, agent, seed, steps, overrides)
+                    )
+                    with claim(args.root, claimed_as) as mine:
                         if not mine:
                             print(
                                 f"{name} {agent} seed {seed}: another process is training "
@@ -1075,7 +1113,6 @@ def main() -> None:
                         result = _train_one(name, agent, steps, seed, args, overrides, sb3_setup)
                         with args.out.open("a") as handle:
                             handle.write(json.dumps(asdict(result)) + "\n")
-                    finished.append(result)
                     print(
                         f"{name} {agent} seed {seed}: score {result.score:.3f}, "
                         f"MMER {result.mmer if result.mmer is None else round(result.mmer, 3)}, "
@@ -1083,6 +1120,7 @@ def main() -> None:
                         + (" (resumed)" if result.resumed else ""),
                         flush=True,
                     )
+    finished = _done(args.out)  # with the rows of suites running beside this one
     shown = [
         r
         for r in finished

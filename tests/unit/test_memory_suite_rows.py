@@ -373,6 +373,9 @@ def test_a_killed_sb3_run_resumes_from_its_checkpoint(
             memory_suite.run_sb3("tiny", "recurrent_ppo", 320, 0, 2, root)
     killed_at = saved[-1]["num_timesteps"]
     assert killed_at == 128
+    # Saved after the update on the rollout that ended there: 2 epochs x 2 minibatches each.
+    adam_steps = {int(param["step"]) for param in saved[-1]["optimizer"]["state"].values()}
+    assert adam_steps == {2 * 2 * killed_at // 64}
     assert ("obs_rms" in saved[-1]) == normalize_obs and "ret_rms" in saved[-1]
     restore = memory_suite.SB3Checkpoint.restore
     restored: list[bool] = []
@@ -401,7 +404,10 @@ def test_an_sb3_checkpoint_of_other_settings_is_not_resumed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _tiny_task(tmp_path, monkeypatch, 128)
-    folder = tmp_path / "runs" / memory_suite.run_name("tiny", "recurrent_ppo", 0, 128, [])
+    name = memory_suite.sb3_run_name(
+        "tiny", "recurrent_ppo", 0, 128, "cpu", memory_suite.SB3Setup()
+    )
+    folder = tmp_path / "runs" / name
     memory_suite.SB3Checkpoint(folder, {"learning_rate": 1.0}).save(_FakeModel(), [(64, 0.5)])
     result = memory_suite.run_sb3("tiny", "recurrent_ppo", 128, 0, 2, tmp_path / "runs")
     assert not result.resumed and result.timed_steps is None and result.env_steps == 128
@@ -416,5 +422,41 @@ class _FakeModel:
         self.policy = torch.nn.Linear(2, 2)
         self.policy.optimizer = torch.optim.Adam(self.policy.parameters())  # type: ignore[assignment]
 
-    def get_env(self) -> None:
+    def get_vec_normalize_env(self) -> None:
         return None
+
+
+def test_a_run_another_suite_finished_after_this_one_started_is_not_trained_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows read at the start miss one another process appended since: the suite reads the
+    rows again once it holds the run's claim."""
+    argv = [*_tiny_task(tmp_path, monkeypatch, 64), "--seeds", "1"]
+    monkeypatch.setattr(sys, "argv", argv)
+    memory_suite.main()
+    out, root = tmp_path / "rows.jsonl", tmp_path / "runs"
+    assert len(memory_suite._done(out)) == 1 and len(list(root.glob("tiny-*"))) == 1
+    read = memory_suite._done
+    calls = []
+
+    def first_read_misses_the_row(path: Path) -> list[memory_suite.Result]:
+        calls.append(path)
+        return [] if len(calls) == 1 else read(path)
+
+    monkeypatch.setattr(memory_suite, "_done", first_read_misses_the_row)
+    memory_suite.main()
+    assert len(calls) >= 2 and len(read(out)) == 1
+    assert len(list(root.glob("tiny-*"))) == 1  # no second run directory
+
+
+def test_rows_read_while_another_process_appends_skip_the_unfinished_last_line(
+    tmp_path: Path,
+) -> None:
+    row = asdict(memory_suite.Result("tiny", "gtrxl", 0, 64, 1.0, 0.5, None, [(64, 0.5)]))
+    out = tmp_path / "rows.jsonl"
+    whole = json.dumps(row) + "\n"
+    out.write_text(whole + whole[:40])
+    assert [r.seed for r in memory_suite._done(out)] == [0]
+    out.write_text(whole[:40] + "\n" + whole)
+    with pytest.raises(json.JSONDecodeError):  # a broken line before the last is an error
+        memory_suite._done(out)
