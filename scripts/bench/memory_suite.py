@@ -341,8 +341,12 @@ def same_settings(recorded: dict[str, Any] | None, planned: dict[str, Any]) -> b
 def run_name(task: str, agent: str, seed: int, budget: int, overrides: Sequence[str]) -> str:
     """The rlformer run's name (its directory is NAME-TIMESTAMP under ``--root``), the same in
     every process, so a killed suite finds the run to resume; the overrides go in as a hash."""
-    digest = hashlib.sha1(json.dumps(list(variant(overrides))).encode()).hexdigest()[:8]
-    return f"{task}-{agent}-seed{seed}-{budget}-{digest}"
+    return f"{task}-{agent}-seed{seed}-{budget}-{variant_digest(overrides)}"
+
+
+def variant_digest(overrides: Sequence[str]) -> str:
+    """Eight hex digits naming a variant's overrides (:func:`variant`) in file names."""
+    return hashlib.sha1(json.dumps(list(variant(overrides))).encode()).hexdigest()[:8]
 
 
 CLAIMS = ".claims"
@@ -928,11 +932,16 @@ def agent_rows(rows: list[Result], agents: Sequence[str], reference: str) -> lis
 def report(results: list[Result], plots: Path | None) -> None:
     """Per task and budget: one row per agent with score mean / IQM (95% CIs), MMER (mean over
     seeds of the maximum mean episodic return during training) and throughput."""
-    groups = dict.fromkeys((r.task, row_budget(r)) for r in results)
-    for name, budget in groups:
-        rows = [r for r in results if r.task == name and row_budget(r) == budget]
-        several = sum(task == name for task, _ in groups) > 1
-        print(f"\n{_title(name, budget)}" if several else f"\n{name}")
+    groups = dict.fromkeys((r.task, row_budget(r), variant(r.overrides)) for r in results)
+    for name, budget, changed in groups:
+        rows = [
+            r
+            for r in results
+            if (r.task, row_budget(r), variant(r.overrides)) == (name, budget, changed)
+        ]
+        several = sum(task == name for task, _, _ in groups) > 1
+        title = _title(name, budget) if several else name
+        print(f"\n{title}" + (f" with --set {' --set '.join(changed)}" if changed else ""))
         print(
             f"  {'agent':14s} {'seeds':>5s} {'mean [95% CI]':>26s} {'IQM [95% CI]':>26s} "
             f"{'MMER':>7s} {'other':>7s} {'success':>7s} {'steps/s':>8s} {'vs RPPO':>7s}"
@@ -953,7 +962,10 @@ def report(results: list[Result], plots: Path | None) -> None:
                 f"{success:>7s} {row.steps_per_s:8.0f} {row.ratio}"
             )
         if plots is not None:
-            _plot(_title(name, budget), rows, plots / plot_name(name, budget))
+            png = plot_name(name, budget)
+            if changed:  # each variant its own PNG
+                png = f"{Path(png).stem}-{variant_digest(changed)}.png"
+            _plot(_title(name, budget), rows, plots / png)
 
 
 def plot_name(task: str, budget: int | None) -> str:

@@ -219,6 +219,30 @@ def test_each_budget_draws_its_own_png_whichever_budgets_a_report_shows(tmp_path
     ]
 
 
+def test_a_report_keeps_variants_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows of the default run and of a --set variant in one --out: a line and a PNG each."""
+
+    def row(seed: int, score: float, overrides: list[str]) -> memory_suite.Result:
+        result = memory_suite.Result(
+            "count-recall", "gtrxl", seed, 64, 1.0, score, None, [(64, score)]
+        )
+        result.budget, result.overrides = 64, ["run.device=cpu", *overrides]
+        return result
+
+    lever = ["model.core.memory_length=128"]
+    rows = [row(0, -0.5, []), row(0, 0.5, lever), row(1, -0.5, []), row(1, 0.5, lever)]
+    memory_suite.report(rows, plots=tmp_path)
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    scores = [float(line[2]) for line in lines if line[:1] == ["gtrxl"]]
+    assert scores == [-0.5, 0.5]  # two seeds each, never averaged together
+    assert ["with", "--set", *lever] == next(line[-3:] for line in lines if "with" in line)
+    digest = memory_suite.variant_digest(lever)
+    assert {p.name for p in tmp_path.iterdir()} == {
+        "count-recall-64.png",
+        f"count-recall-64-{digest}.png",
+    }
+
+
 def test_settings_tell_a_changed_preset_from_the_recorded_one(tmp_path: Path) -> None:
     """Rows record what the run trained with, so a preset or default changed since (which no
     override shows) is trained again; naming and pacing keys do not count, nor keys added since."""
