@@ -346,7 +346,12 @@ def run_name(task: str, agent: str, seed: int, budget: int, overrides: Sequence[
 
 def variant_digest(overrides: Sequence[str]) -> str:
     """Eight hex digits naming a variant's overrides (:func:`variant`) in file names."""
-    return hashlib.sha1(json.dumps(list(variant(overrides))).encode()).hexdigest()[:8]
+    return _digest(list(variant(overrides)))
+
+
+def _digest(value: Any) -> str:
+    """Eight hex digits of a JSON-able value, the same in every process."""
+    return hashlib.sha1(json.dumps(value).encode()).hexdigest()[:8]
 
 
 CLAIMS = ".claims"
@@ -766,8 +771,7 @@ def sb3_run_name(
     name = run_name(task, agent, seed, budget, [])
     if device == "cpu" and not setup.describe():
         return name
-    digest = hashlib.sha1(json.dumps([device, setup.describe()]).encode()).hexdigest()[:8]
-    return f"{name}-{digest}"
+    return f"{name}-{_digest([device, setup.describe()])}"
 
 
 def _describe_setting(value: Any) -> str:
