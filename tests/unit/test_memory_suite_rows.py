@@ -155,6 +155,20 @@ class _Killed(Exception):
     pass
 
 
+def _kill_after(cfg: Any, iterations: int) -> None:
+    """Trains ``cfg`` with a checkpoint every iteration and kills it after ``iterations``."""
+    from rlformer.training import train
+
+    cfg.run.checkpoint_every = 1
+
+    def kill(iteration: int, metrics: dict[str, float]) -> None:
+        if iteration == iterations:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        train(cfg, on_iteration=kill)
+
+
 @pytest.mark.parametrize("killed_after", [2, 5])
 def test_suite_resumes_a_killed_run_to_its_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, killed_after: int
@@ -163,7 +177,6 @@ def test_suite_resumes_a_killed_run_to_its_budget(
     directory, and its steps/s count the iterations trained after the resume; one killed after
     its last iteration (before the final evaluation) trains nothing more and is timed from
     the iteration times in its metrics."""
-    from rlformer.training import train
     from tests.reliability.tiny import TINY_OVERRIDES
 
     config = tmp_path / "tiny.yaml"
@@ -173,14 +186,7 @@ def test_suite_resumes_a_killed_run_to_its_budget(
     )
     root, overrides = tmp_path / "runs", ["run.device=cpu"]
     cfg = memory_suite.rlformer_config("tiny", "gtrxl", 320, 0, 2, root, overrides)
-    cfg.run.checkpoint_every = 1
-
-    def kill(iteration: int, metrics: dict[str, float]) -> None:
-        if iteration == killed_after:
-            raise _Killed
-
-    with pytest.raises(_Killed):
-        train(cfg, on_iteration=kill)
+    _kill_after(cfg, killed_after)
     result = memory_suite.run_rlformer("tiny", "gtrxl", 320, 0, 2, root, overrides)
     assert len(list(root.iterdir())) == 1  # the same run directory, continued
     assert result.resumed and result.budget == 320 and result.env_steps == 320
@@ -271,7 +277,6 @@ def test_settings_tell_a_changed_preset_from_the_recorded_one(tmp_path: Path) ->
 def test_a_killed_run_of_a_changed_preset_trains_afresh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rlformer.training import train
     from tests.reliability.tiny import TINY_OVERRIDES
 
     config = tmp_path / "tiny.yaml"
@@ -281,14 +286,7 @@ def test_a_killed_run_of_a_changed_preset_trains_afresh(
     )
     root = tmp_path / "runs"
     cfg = memory_suite.rlformer_config("tiny", "gtrxl", 192, 0, 2, root)
-    cfg.run.checkpoint_every = 1
-
-    def kill(iteration: int, metrics: dict[str, float]) -> None:
-        if iteration == 1:
-            raise _Killed
-
-    with pytest.raises(_Killed):
-        train(cfg, on_iteration=kill)
+    _kill_after(cfg, 1)
     changed = [*TINY_OVERRIDES, "ppo.learning_rate=0.00123"]
     monkeypatch.setitem(memory_suite.TASKS, "tiny", memory_suite.Task(str(config), 192, changed))
     result = memory_suite.run_rlformer("tiny", "gtrxl", 192, 0, 2, root)
@@ -339,19 +337,11 @@ def test_a_suite_skips_a_run_directory_another_process_is_training(
 ) -> None:
     """A run directory locked by its trainer (here: a suite started before claims existed)."""
     from rlformer.runs import RunLock
-    from rlformer.training import train
 
     argv = [*_tiny_task(tmp_path, monkeypatch, 192), "--seeds", "1"]
     root = tmp_path / "runs"
     cfg = memory_suite.rlformer_config("tiny", "gtrxl", 192, 0, 2, root, ["run.device=cpu"])
-    cfg.run.checkpoint_every = 1
-
-    def kill(iteration: int, metrics: dict[str, float]) -> None:
-        if iteration == 1:
-            raise _Killed
-
-    with pytest.raises(_Killed):
-        train(cfg, on_iteration=kill)
+    _kill_after(cfg, 1)
     (run_dir,) = root.glob("tiny-*")
     monkeypatch.setattr(sys, "argv", argv)
     with RunLock(run_dir):
