@@ -25,12 +25,15 @@ model:
    colour was revealed earlier in the episode, how often the second flip takes such a card;
    as a control, how often it takes a revealed card of the other colour (a policy that keeps
    returning to favourite cards takes revealed cards of both colours more often than chance).
+   AutoencodeEasy (52 cards shown, then asked for in reverse order): the share of answers
+   right, overall and by how far back the card lies (see ``AutoencodeProbe``).
    Each rate sits beside what a uniformly random action would score in the same states.
 4. **Attention** (GTrXL runs, sampled play): the share of the first layer's attention (heads
    averaged) that the step puts on earlier steps that carry what it needs, against the share
    uniform attention over the visible steps would give. Battleship: the steps whose
    observation reported a hit. Concentration: on second flips with a known match, the steps
-   whose observation showed such a card. The weights are those the core's fused attention
+   whose observation showed such a card. Autoencode: on each answer, the step that showed
+   the card asked for. The weights are those the core's fused attention
    uses, recomputed from the queries, keys and mask it is called with, and checked against its
    output.
 
@@ -347,10 +350,49 @@ class ConcentrationProbe(TaskProbe):
         self._remember(game, t + 1)
 
 
-def task_probe(game: Any) -> TaskProbe:
+class AutoencodeProbe(TaskProbe):
+    """Answers right by how far back their card lies; attention on the step that showed it.
+
+    The cards are dealt one per step and shown at tokens ``0 .. n - 1``; then the ``n`` answers
+    come in reverse order, so the answer at token ``t`` asks for the card shown at token
+    ``2n - 2 - t``, ``2t - 2n + 2`` steps back. The bands split the answers by what a one-layer
+    GTrXL with memory ``M`` can see: the first answers (the episode clock still tells the step
+    apart, ``t < M``), the rest whose card is in memory, and those whose card has left it.
+    """
+
+    task = "autoencode"
+
+    def __init__(self, memory: int = 64) -> None:
+        super().__init__()
+        self.memory = memory
+
+    def before(self, game: Any, t: int, action: Any, attention: list[np.ndarray] | None) -> None:
+        if game.mode.value != 0:  # watching: the action is ignored
+            return
+        shown_at = len(game.deck["system"]) - 1  # the token that showed the card asked for
+        correct = int(np.asarray(action).reshape(-1)[0]) == int(
+            game.deck.suits_idx[game.deck["system"][-1]]
+        )
+        back = t - shown_at
+        if t < self.memory:
+            band = "answer_clocked"
+        elif back <= self.memory:
+            band = "answer_in_memory"
+        else:
+            band = "answer_beyond_memory"
+        for name in ("answer", band):
+            self.tally.add(name, correct)
+            self.tally.add(f"{name}_uniform", 0.25)
+        if attention is not None and 0 < back < len(attention[0]):
+            attention_share(self.tally, "shown_step", attention, [back])
+
+
+def task_probe(game: Any, memory: int = 64) -> TaskProbe:
     """The probe for the env's game (by the state it keeps), or the generic one."""
     if hasattr(game, "board") and hasattr(game, "guesses"):
         return BattleshipProbe()
+    if hasattr(game, "deck") and hasattr(game, "mode") and hasattr(game.deck, "suits_idx"):
+        return AutoencodeProbe(memory)
     if hasattr(game, "deck") and hasattr(game, "facedown_card"):
         return ConcentrationProbe()
     return TaskProbe()
@@ -449,7 +491,7 @@ def play(run: Run, episodes: int, seed: int, deterministic: bool) -> tuple[Playe
         raise SystemExit(f"{run.spec}: the checkpoint does not name its training env")
     env = env_from_config(run.cfg.env)
     env.reset(seed=seed)
-    probe = task_probe(env.unwrapped)
+    probe = task_probe(env.unwrapped, run.cfg.model.core.memory_length)
     generator = torch.Generator().manual_seed(seed)
     played = Played()
     for episode in range(episodes):
@@ -540,10 +582,17 @@ BEHAVIOUR_COLUMNS = {
         ("known match taken (uniform)", "known_match_taken"),
         ("known other colour taken (uniform)", "known_mismatch_taken"),
     ),
+    "autoencode": (
+        ("answers right (uniform)", "answer"),
+        ("clock tells the step (uniform)", "answer_clocked"),
+        ("card in memory (uniform)", "answer_in_memory"),
+        ("card beyond memory (uniform)", "answer_beyond_memory"),
+    ),
 }
 ATTENTION_COLUMNS = {
     "battleship": (("on hit steps (uniform)", "hit_steps"),),
     "concentration": (("on steps showing a known match (uniform)", "known_match_steps"),),
+    "autoencode": (("on the step that showed the card asked for (uniform)", "shown_step"),),
 }
 
 

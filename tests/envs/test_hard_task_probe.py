@@ -11,6 +11,7 @@ import pytest
 import torch
 
 pytest.importorskip("popgym")
+from popgym.envs.autoencode import AutoencodeEasy  # noqa: E402
 from popgym.envs.battleship import BattleshipEasy  # noqa: E402
 from popgym.envs.concentration import ConcentrationEasy  # noqa: E402
 
@@ -63,6 +64,53 @@ def test_concentration_probe_counts_wasted_flips_and_known_matches() -> None:
     assert means["second_match"] == pytest.approx(1 / 2)
     assert means["wasted"] == pytest.approx(1 / 5)
     assert env.deck["face_up_idx"] == [fresh, other]
+
+
+def test_autoencode_probe_scores_answers_by_how_far_back_their_card_lies() -> None:
+    """Right answers on the first and the last answer, wrong ones between: each lands in the
+    band of its distance, and the attention tallied is the weight on the step that showed it."""
+    env = AutoencodeEasy()
+    env.reset(seed=7)
+    shown = []
+    watcher = probe.AutoencodeProbe(memory=64)
+    watcher.start(env)
+    t, terminated = 0, False
+    while not terminated:
+        if env.mode.value == 1:
+            action = 0
+            if t == 0:
+                shown.append(int(env.deck.suits_idx[env.deck["system"][-1]]))
+        else:
+            target = int(env.deck.suits_idx[env.deck["system"][-1]])
+            answer = len(shown) - 1 - (t - 51)  # reverse order: the last card first
+            assert target == shown[answer]
+            right = t in (51, 102)
+            action = target if right else (target + 1) % 4
+        attention = None
+        if env.mode.value == 0 and t > 51:
+            back = 2 * t - 102
+            weights = np.full(min(t, 64) + 1, 0.5 / (min(t, 64) + 1))
+            if back < len(weights):
+                weights[back] += 0.5  # half the weight on the card's step, half spread
+            attention = [weights]
+        watcher.before(env, t, np.array(action), attention)
+        obs, _, terminated, _, _ = env.step(action)
+        if env.mode.value == 1 or t == 50:
+            shown.append(int(obs[1]))
+        watcher.after(env, t, obs)
+        t += 1
+    assert t == 103 and len(shown) == 52
+    means = watcher.tally.means()
+    assert means["n/answer"] == 52 and means["answer"] == pytest.approx(2 / 52)
+    # Answers at tokens 51-63 still have their own clock value; 64-83 ask for cards at most
+    # 64 steps back; 84-102 for cards further back.
+    assert means["n/answer_clocked"] == 13 and means["answer_clocked"] == pytest.approx(1 / 13)
+    assert means["n/answer_in_memory"] == 20 and means["answer_in_memory"] == 0.0
+    assert means["n/answer_beyond_memory"] == 19 and means["answer_beyond_memory"] == 1 / 19
+    assert means["answer_uniform"] == 0.25
+    # Attention is tallied for the answers whose card is in view (tokens 52-83).
+    assert means["n/attention/L1/shown_step"] == 32
+    assert means["attention/L1/shown_step"] > 0.5
 
 
 @pytest.mark.parametrize("positional", ["relative", "none"])
