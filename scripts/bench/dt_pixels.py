@@ -18,7 +18,9 @@ The pipeline, per game, each stage skipped when its output is there (a killed ru
    batch, gradient steps and every other flag; ``--dt-set KEY=VALUE`` changes all three.
 3. **Evaluation.** rlformer's own (``rlformer eval --target-return``'s
    :func:`~rlformer.evaluation.report.evaluate_task`): greedy actions, ``--episodes`` episodes
-   per target, the same env seeds for every run. The score is the return at the target fixed
+   per target (``--target-episodes`` at the target itself, where the score needs more), the
+   same env seeds for every run. A finished run is not trained again: a new ``--out`` with
+   other episode counts re-evaluates it. The score is the return at the target fixed
    before training, the expert data's mean episode return; the sweep plays ``--sweep``
    fractions of it. Beside them, the dataset's mean and best episode return.
 4. **Rows and report.** One JSON row per run in ``--out``; a markdown report (method mean over
@@ -418,6 +420,7 @@ class Row:
     resumed: bool
     run_dir: str
     settings: dict[str, Any] = field(default_factory=dict)
+    sweep_episodes: int | None = None  # per sweep fraction; None: ``episodes``, as the score
 
 
 def row_key(row: Row) -> tuple[Any, ...]:
@@ -443,14 +446,21 @@ def measure(
     start = time.perf_counter()
     target = cfg.dt.target_returns[0]
     fractions = sorted({*args.sweep, 1.0})
-    summaries = evaluate_run(run_dir, [f * target for f in fractions], args.episodes)
+    target_episodes = args.target_episodes or args.episodes
+    if target_episodes == args.episodes:
+        summaries = evaluate_run(run_dir, [f * target for f in fractions], args.episodes)
+        scored = summaries[fractions.index(1.0)]
+    else:  # the score on more episodes than the sweep; the sweep's 1x column from the score
+        others = [f for f in fractions if f != 1.0]
+        scored = evaluate_run(run_dir, [target], target_episodes)[0]
+        summaries = evaluate_run(run_dir, [f * target for f in others], args.episodes)
+        summaries.insert(fractions.index(1.0), scored)
     seconds = train_seconds + time.perf_counter() - start
     sweep = [
         {"fraction": f, "target": f * target, "mean": s.mean}
         | {"ci_low": s.mean_ci[0], "ci_high": s.mean_ci[1]}
         for f, s in zip(fractions, summaries, strict=True)
     ]
-    scored = summaries[fractions.index(1.0)]
     stats = data.stats[dataset]
     return Row(
         game,
@@ -465,7 +475,7 @@ def measure(
         stats.mean,
         stats.best,
         stats.episodes,
-        args.episodes,
+        target_episodes,
         digest,
         CODE_VERSION,
         seconds,
@@ -473,6 +483,7 @@ def measure(
         resumed,
         str(run_dir),
         settings={"shared": shared_settings(args, data), "method": method_settings(method, args)},
+        sweep_episodes=args.episodes,
     )
 
 
@@ -534,6 +545,13 @@ def report(rows: list[Row]) -> str:
                     + " | ".join(f"{v:.2f}" for v in sweep)
                     + " |"
                 )
+        scored = sorted({r.episodes for r in mine})
+        swept = sorted({r.sweep_episodes or r.episodes for r in mine})
+        lines += [
+            "",
+            f"Evaluation episodes per run: {'/'.join(map(str, scored))} at the target, "
+            f"{'/'.join(map(str, swept))} at each other fraction.",
+        ]
         mixed = [r for r in mine if r.dataset == "medium-expert"]
         verdict = _verdict(mixed) if mixed else None
         if verdict:
@@ -585,6 +603,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--mdt-segments", type=int, default=2, help="windows per memory-DT sample")
     add("--dt-set", action="append", default=[], help="KEY=VALUE for every run (repeatable)")
     add("--episodes", type=int, default=20, help="evaluation episodes per target")
+    add(
+        "--target-episodes",
+        type=int,
+        default=None,
+        help="evaluation episodes at the target itself (default: --episodes)",
+    )
     add("--sweep", default="0.25,0.5,0.75,1,1.25", help="fractions of the target to play")
     add("--root", type=Path, default=Path("runs/dt_pixels"), help="data and run directories")
     add("--out", type=Path, default=DEFAULT_OUT, help="result rows (JSONL)")

@@ -116,3 +116,16 @@ def test_the_pipeline_records_trains_evaluates_and_skips_what_is_done(tmp_path: 
     out.with_suffix(".md").unlink()
     dt_pixels.main(["--report-only", "--out", str(out)])
     assert out.with_suffix(".md").read_text() == report
+
+    # Another --out with more episodes at the target: the same runs, evaluated again.
+    again = tmp_path / "rows" / "more_episodes.jsonl"
+    dt_pixels.main([*argv[:-1], str(again), "--target-episodes", "3"])
+    assert set((tmp_path / "bench" / "runs").iterdir()) == runs
+    redone = {(r["dataset"], r["method"]): r for r in map(json.loads, again.open())}
+    for row in rows:
+        new = redone[(row["dataset"], row["method"])]
+        assert (new["episodes"], new["sweep_episodes"]) == (3, 2)
+        assert new["run_dir"] == row["run_dir"]
+        assert new["sweep"][0] == row["sweep"][0]  # the 0.5x fraction: same 2 episodes
+        assert new["score"] == new["sweep"][1]["mean"]
+    assert "3 at the target, 2 at each other fraction" in again.with_suffix(".md").read_text()
