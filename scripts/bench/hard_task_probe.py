@@ -382,7 +382,7 @@ class AutoencodeProbe(TaskProbe):
             band = "answer_beyond_memory"
         for name in ("answer", band):
             self.tally.add(name, correct)
-            self.tally.add(f"{name}_uniform", 0.25)
+            self.tally.add(f"{name}_uniform", 1.0 / game.action_space.n)
         if attention is not None and 0 < back < len(attention[0]):
             attention_share(self.tally, "shown_step", attention, [back])
 
