@@ -207,6 +207,13 @@ def evaluate(
         Path | None,
         typer.Option(help="Return-conditioned agents: PNG of achieved vs target return."),
     ] = None,
+    device: Annotated[
+        str,
+        typer.Option(
+            help="Where rlformer models act: auto, cpu or cuda (envs step on the CPU either way; "
+            "SB3 models and ONNX exports act on the CPU)."
+        ),
+    ] = "cpu",
     trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
 ) -> None:
     """Evaluate agents: mean, std, median, IQM with bootstrap 95% CIs, D4RL score, success.
@@ -223,7 +230,7 @@ def evaluate(
         if out is not None:  # fail now, not after a long evaluation
             _check_writable(out)
     try:
-        loaded = [load_policy(name, trust=trust_checkpoint) for name in agents]
+        loaded = [load_policy(name, trust=trust_checkpoint, device=device) for name in agents]
         if targets is not None and not any(p.info.return_conditioned for p in loaded):
             fail("--target-return conditions Decision Transformers; none of the agents is one")
         if act_context is not None:

@@ -30,6 +30,12 @@ class ActorCriticPolicy:
         self.observation_space: gym.Space = model.observation_space
         self.action_space: gym.Space = model.action_space
 
+    def to(self, device: torch.device | str) -> ActorCriticPolicy:
+        """Act on ``device`` (states from :meth:`initial_state` are made there too)."""
+        self.device = torch.device(device)
+        self.model.to(self.device)
+        return self
+
     def initial_state(self, n: int, target_return: float | None = None) -> AgentState:
         return self.model.initial_state(n, self.device)
 

@@ -109,6 +109,7 @@ class DTPolicy:
     info: PolicyInfo | None = None
     observation_space: gym.Space | None = None
     action_space: gym.Space | None = None
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     layout: StateLayout = field(init=False)
 
     def __post_init__(self) -> None:
@@ -116,6 +117,14 @@ class DTPolicy:
         # and checkpoints whose statistics cover a whole Discrete or image observation).
         flat = getattr(self.model, "encoder", None) is None
         self.layout = StateLayout(None if flat else self.observation_space, flat=flat)
+
+    def to(self, device: torch.device | str) -> DTPolicy:
+        """Act on ``device``: the model runs there, the context stays in NumPy on the host and
+        actions come back to it, so a large DT evaluates on a GPU while the envs step on the CPU.
+        Sampling still draws from the caller's CPU generator (the same actions as on the CPU)."""
+        self.device = torch.device(device)
+        self.model.to(self.device)
+        return self
 
     @property
     def window(self) -> int:
@@ -209,15 +218,15 @@ class DTPolicy:
         starts = np.asarray(episode_start, dtype=bool)
         state = self._begin_step(obs, state, starts, reward)
         position = self._position(state.step)
-        out = model(*self._tensors(state), torch.as_tensor(state.valid), memory=state.memory)
-        rows = torch.arange(len(position))
-        at = torch.as_tensor(position)
+        out = model(*self._tensors(state), self._valid(state), memory=state.memory)
+        rows = torch.arange(len(position), device=self.device)
+        at = torch.as_tensor(position, device=self.device)
         chosen, env_actions = self._choose(out, rows, at, action_mask, generator)
         state.actions[np.arange(len(position)), position] = chosen
         if self.carry_memory:
             state = self._carry_memory(state, position == self.window - 1)
         state.step = state.step + 1
-        return DTStep(env_actions, chosen, state, out.action_preds[rows, at].float())
+        return DTStep(env_actions, chosen, state, out.action_preds[rows, at].float().cpu())
 
     # ------------------------------------------------------------------ internals
     def _position(self, step: np.ndarray) -> np.ndarray:
@@ -247,7 +256,7 @@ class DTPolicy:
             state.timesteps[starts] = 0
             state.valid[starts] = False
             if state.memory is not None:
-                state.memory = state.memory.reset(torch.as_tensor(starts))
+                state.memory = state.memory.reset(torch.as_tensor(starts, device=self.device))
         if not starts.all() and reward is None:
             raise ValueError("a return-conditioned policy needs the reward of its last action")
         returns = np.zeros(n, np.float32)
@@ -293,15 +302,19 @@ class DTPolicy:
         return layout.standardize(inputs, self.state_mean, self.state_std)
 
     def _tensors(self, state: DTContext) -> tuple[Any, ...]:
-        """The model's inputs for the rows' windows."""
-        actions = torch.as_tensor(state.actions)
+        """The model's inputs for the rows' windows, on the policy's device."""
+        device = self.device
+        actions = torch.as_tensor(state.actions, device=device)
         indices = _kind(self.model) in ("discrete", "multidiscrete")
         return (
-            tree_map(torch.as_tensor, state.states),
+            tree_map(lambda leaf: torch.as_tensor(leaf, device=device), state.states),
             actions.long() if indices else actions,
-            torch.as_tensor(state.returns_to_go / self.return_scale)[..., None],
-            torch.as_tensor(state.timesteps),
+            torch.as_tensor(state.returns_to_go / self.return_scale, device=device)[..., None],
+            torch.as_tensor(state.timesteps, device=device),
         )
+
+    def _valid(self, state: DTContext) -> torch.Tensor:
+        return torch.as_tensor(state.valid, device=self.device)
 
     def _choose(
         self,
@@ -313,7 +326,8 @@ class DTPolicy:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Each row's action at its position: (model space, env space)."""
         model, kind = self.model, _kind(self.model)
-        preds = out.action_preds[rows, position].float()
+        # Chosen on the host: NumPy actions, and the caller's CPU generator for sampling.
+        preds = out.action_preds[rows, position].float().cpu()
         if action_mask is not None:
             if kind not in ("discrete", "multidiscrete"):
                 raise ValueError(
@@ -335,8 +349,8 @@ class DTPolicy:
             return chosen.numpy(), env_actions(chosen.numpy(), self.action_space)
         if out.action_mean is None or out.action_log_std is None:
             raise ValueError(f"cannot sample actions: {sampling_problem(model)}")
-        mean = out.action_mean[rows, position].float()
-        std = out.action_log_std[rows, position].float().exp()
+        mean = out.action_mean[rows, position].float().cpu()
+        std = out.action_log_std[rows, position].float().exp().cpu()
         noise = torch.randn(mean.shape, generator=generator)
         chosen = torch.tanh(mean + std * noise).numpy()
         return chosen, self.to_env_action(chosen)
@@ -345,11 +359,11 @@ class DTPolicy:
         """Rows whose window is complete (its actions known) take that window's memory."""
         if not complete.any():
             return state
-        out = self.model(*self._tensors(state), torch.as_tensor(state.valid), memory=state.memory)
+        out = self.model(*self._tensors(state), self._valid(state), memory=state.memory)
         if complete.all():
             return replace(state, memory=out.memory)
-        old = state.memory or self.model.initial_memory(len(complete))
-        take = torch.as_tensor(complete)
+        old = state.memory or self.model.initial_memory(len(complete), self.device)
+        take = torch.as_tensor(complete, device=self.device)
         memory = Memory(
             torch.where(take[None, :, None, None], out.memory.hidden, old.hidden),
             torch.where(take[:, None], out.memory.valid, old.valid),

@@ -16,8 +16,9 @@ from typing import Any
 import torch
 
 from rlformer.checkpoints import CheckpointError, load_checkpoint, refuse_saved_calls
+from rlformer.core.device import resolve_device
 from rlformer.policies.actor_critic import actor_critic_policy
-from rlformer.policies.base import Policy
+from rlformer.policies.base import Policy, PolicyError
 from rlformer.policies.decision_transformer import dt_policy
 
 PolicyLoader = Callable[[dict[str, Any], str], Policy]
@@ -44,8 +45,12 @@ def policy_from_payload(payload: dict[str, Any], name: str) -> Policy:
     return loader(payload, name)
 
 
-def load_policy(spec: str | Path, trust: bool = False) -> Policy:
+def load_policy(spec: str | Path, trust: bool = False, device: str = "cpu") -> Policy:
     """Load ``sb3:PATH.zip``, an export directory, a run directory or a checkpoint file.
+
+    ``device`` (``auto``, ``cpu`` or ``cuda``) is where rlformer's PPO and DT models act; SB3
+    models and ONNX exports act on the CPU, so ``cuda`` is refused for them and ``auto`` keeps
+    them there.
 
     rlformer checkpoints are read without unpickling and SB3 zips through an allow-list,
     unless ``trust`` (see :mod:`rlformer.checkpoints`, :mod:`rlformer.policies.sb3_safe`).
@@ -64,7 +69,25 @@ def load_policy(spec: str | Path, trust: bool = False) -> Policy:
     else:
         policy = policy_from_payload(load_checkpoint(text, trust), text)
     refuse_saved_calls(policy.info.training_env, text, trust)
-    return policy
+    return place_policy(policy, device, text)
+
+
+def place_policy(policy: Policy, device: str, name: str) -> Policy:
+    """``policy`` acting on ``device``; see :func:`load_policy`."""
+    try:
+        target = resolve_device(device)
+    except ValueError as err:
+        raise PolicyError(f"{name}: {err}") from None
+    if target.type == "cpu":
+        return policy
+    move = getattr(policy, "to", None)
+    if move is None:
+        if device == "auto":
+            return policy
+        raise PolicyError(
+            f"{name}: SB3 models and ONNX exports act on the CPU only; use device cpu or auto"
+        )
+    return move(target)
 
 
 def _require_finite_weights(payload: dict[str, Any], name: str) -> None:

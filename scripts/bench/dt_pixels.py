@@ -47,7 +47,9 @@ evaluation envs 35-43 ms. One (game, dataset, method, seed) run is then about 19
 training (46 for the memory DT) plus 5 targets x the longest evaluation episode x 35 ms (6
 minutes at 2,000-step episodes); the full grid (2 games x 3 datasets x 3 methods x 5 seeds)
 about 50 hours on one core. Two invocations with ``--games breakout`` and ``--games seaquest``
-share ``--out`` and ``--root`` safely, one core each.
+share ``--out`` and ``--root`` safely, one core each; so do invocations with ``--only-seed S``
+and one ``--methods`` each, one process per run (how ten runs share one GPU). Training runs on
+``run.device`` (auto: the GPU when there is one); ``--eval-device cuda`` evaluates there too.
 
     .venv/bin/python scripts/bench/dt_pixels.py \\
         --ppo-run breakout=runs/minatar/ppo_breakout_seed0-TIMESTAMP \\
@@ -387,10 +389,12 @@ def train_run(cfg: TrainConfig) -> tuple[Path, float, bool]:
     return run_dir, time.perf_counter() - start, False
 
 
-def evaluate_run(run_dir: Path, targets: Sequence[float], episodes: int) -> list[ScoreSummary]:
-    """Each target's statistics, in order, as ``rlformer eval RUN --target-return ...``
-    computes them (greedy actions, env seeds 0..episodes-1 for every target)."""
-    policy = load_policy(run_dir, trust=True)  # its env imports are ours
+def evaluate_run(
+    run_dir: Path, targets: Sequence[float], episodes: int, device: str = "cpu"
+) -> list[ScoreSummary]:
+    """Each target's statistics, in order, as ``rlformer eval RUN --target-return ...
+    --device DEVICE`` computes them (greedy actions, env seeds 0..episodes-1 for every target)."""
+    policy = load_policy(run_dir, trust=True, device=device)  # its env imports are ours
     env = policy.info.training_env
     assert env is not None
     reports = evaluate_task(policy, env, episodes, seeds=1, targets=list(targets))
@@ -448,12 +452,16 @@ def measure(
     fractions = sorted({*args.sweep, 1.0})
     target_episodes = args.target_episodes or args.episodes
     if target_episodes == args.episodes:
-        summaries = evaluate_run(run_dir, [f * target for f in fractions], args.episodes)
+        summaries = evaluate_run(
+            run_dir, [f * target for f in fractions], args.episodes, args.eval_device
+        )
         scored = summaries[fractions.index(1.0)]
     else:  # the score on more episodes than the sweep; the sweep's 1x column from the score
         others = [f for f in fractions if f != 1.0]
-        scored = evaluate_run(run_dir, [target], target_episodes)[0]
-        summaries = evaluate_run(run_dir, [f * target for f in others], args.episodes)
+        scored = evaluate_run(run_dir, [target], target_episodes, args.eval_device)[0]
+        summaries = evaluate_run(
+            run_dir, [f * target for f in others], args.episodes, args.eval_device
+        )
         summaries.insert(fractions.index(1.0), scored)
     seconds = train_seconds + time.perf_counter() - start
     sweep = [
@@ -588,6 +596,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
     add("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     add("--seeds", type=int, default=5)
+    add(
+        "--only-seed",
+        type=int,
+        action="append",
+        help="run only these of the --seeds seeds (repeatable): one process per seed",
+    )
     add("--transitions", type=int, default=100_000, help="per recorded dataset")
     add("--random-fraction", type=float, default=0.1, help="e-noise of the recordings")
     add("--num-envs", type=int, default=8, help="env slots of the recordings")
@@ -603,6 +617,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--mdt-segments", type=int, default=2, help="windows per memory-DT sample")
     add("--dt-set", action="append", default=[], help="KEY=VALUE for every run (repeatable)")
     add("--episodes", type=int, default=20, help="evaluation episodes per target")
+    add("--eval-device", default="cpu", help="where the DTs act in evaluation: auto, cpu or cuda")
     add(
         "--target-episodes",
         type=int,
@@ -623,10 +638,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.games = args.games or list(args.ppo_run)
     args.report = args.report or args.out.with_suffix(".md")
     args.root = args.root.resolve()  # recordings are written by a process started in the repo
+    outside = [s for s in args.only_seed or [] if not 0 <= s < args.seeds]
+    if outside:
+        raise SystemExit(
+            f"--only-seed {outside[0]}: seeds run from 0 to --seeds - 1 ({args.seeds - 1})"
+        )
     missing = [g for g in args.games if g not in args.ppo_run]
     if not args.report_only and (missing or not args.games):
         raise SystemExit(f"give --ppo-run GAME=RUN_DIR for {missing or list(GAMES)}")
     return args
+
+
+def chosen_seeds(args: argparse.Namespace) -> list[int]:
+    """The seeds this invocation runs: ``--only-seed`` among the first ``--seeds``."""
+    chosen = set(args.only_seed or range(args.seeds))
+    return [seed for seed in range(args.seeds) if seed in chosen]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -636,7 +662,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         for game in args.games:
             data = prepare_game(game, args.ppo_run[game], args)
             for dataset in args.datasets:
-                for seed in range(args.seeds):
+                for seed in chosen_seeds(args):
                     for method in args.methods:
                         row = measure(game, dataset, method, seed, args, data)
                         if row is None:

@@ -129,3 +129,13 @@ def test_the_pipeline_records_trains_evaluates_and_skips_what_is_done(tmp_path: 
         assert new["sweep"][0] == row["sweep"][0]  # the 0.5x fraction: same 2 episodes
         assert new["score"] == new["sweep"][1]["mean"]
     assert "3 at the target, 2 at each other fraction" in again.with_suffix(".md").read_text()
+
+
+def test_only_seed_picks_runs_among_the_seeds_and_eval_device_defaults_to_the_cpu() -> None:
+    base = ["--report-only", "--seeds", "5"]
+    assert dt_pixels.chosen_seeds(dt_pixels.parse_args(base)) == [0, 1, 2, 3, 4]
+    one = dt_pixels.parse_args([*base, "--only-seed", "3", "--only-seed", "1"])
+    assert dt_pixels.chosen_seeds(one) == [1, 3]
+    with pytest.raises(SystemExit, match="--only-seed 7: seeds run from 0 to"):
+        dt_pixels.parse_args([*base, "--only-seed", "7"])
+    assert one.eval_device == "cpu"
