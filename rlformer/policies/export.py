@@ -14,6 +14,7 @@ What the step computes: :mod:`rlformer.policies.export_ppo` (PPO actors, every t
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import re
@@ -63,6 +64,15 @@ def export_step(policy: Policy) -> StepModule:
     )
 
 
+def on_cpu(policy: Policy) -> Policy:
+    """``policy``, or a CPU copy of one loaded onto a GPU: exports are traced on the CPU, and
+    the caller's policy stays where it is."""
+    device = getattr(policy, "device", None)
+    if device is None or torch.device(device).type == "cpu":
+        return policy
+    return copy.deepcopy(policy).to("cpu")  # type: ignore[attr-defined]
+
+
 def example_inputs(step: StepModule, batch: int = EXAMPLE_BATCH) -> tuple[torch.Tensor, ...]:
     """Valid inputs of ``batch`` rows: sampled observations, mixed episode starts, no mask."""
     observations = dict(zip(step.leaves, observation_examples(step.leaves, batch), strict=True))
@@ -89,6 +99,7 @@ def export_policy(policy: Policy, out_dir: str | Path, format: str = "onnx") -> 
     """
     if format not in FORMATS:
         raise ExportError(f"unknown export format {format!r}: use {' or '.join(FORMATS)}")
+    policy = on_cpu(policy)
     step = export_step(policy)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():

@@ -127,7 +127,9 @@ def test_a_dt_acts_on_cuda_as_on_the_cpu(tmp_path: Path, memory: bool) -> None:
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_exports_stay_on_the_cpu(dt_run: Path, tmp_path: Path) -> None:
-    export = export_policy(load_policy(dt_run), tmp_path / "export")
+    on_gpu = load_policy(dt_run, device="cuda")
+    export = export_policy(on_gpu, tmp_path / "export")  # traced from a CPU copy
+    assert next(on_gpu.model.parameters()).is_cuda  # type: ignore[attr-defined]
     with pytest.raises(PolicyError, match="act on the CPU only"):
         load_policy(export, device="cuda")
     assert load_policy(export, device="auto").info.return_conditioned
