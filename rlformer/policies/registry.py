@@ -61,7 +61,7 @@ def load_policy(spec: str | Path, trust: bool = False, device: str = "cpu") -> P
     if text.startswith("sb3:"):
         from rlformer.policies.sb3 import sb3_policy
 
-        return sb3_policy(text, trust)
+        return place_policy(sb3_policy(text, trust), device, text)
     from rlformer.policies.onnx_policy import ExportedPolicy, is_export_dir
 
     if is_export_dir(text):

@@ -133,3 +133,15 @@ def test_exports_stay_on_the_cpu(dt_run: Path, tmp_path: Path) -> None:
     with pytest.raises(PolicyError, match="act on the CPU only"):
         load_policy(export, device="cuda")
     assert load_policy(export, device="auto").info.return_conditioned
+
+
+@pytest.mark.slow
+def test_sb3_models_act_on_the_cpu_whatever_the_device(tmp_path: Path) -> None:
+    from stable_baselines3 import PPO
+
+    PPO("MlpPolicy", "CartPole-v1", n_steps=64, device="cpu").save(tmp_path / "ppo.zip")
+    spec = f"sb3:{tmp_path / 'ppo.zip'}"
+    assert load_policy(spec, device="auto").info.kind == "sb3"
+    expected = "act on the CPU only" if torch.cuda.is_available() else "sees no CUDA GPU"
+    with pytest.raises(PolicyError, match=expected):
+        load_policy(spec, device="cuda")
