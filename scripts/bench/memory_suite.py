@@ -999,7 +999,11 @@ def _plot(name: str, rows: list[Result], path: Path) -> None:
             continue
         grid = np.linspace(0, max(c[-1][0] for c in curves), 50)
         values = np.array([np.interp(grid, *zip(*c, strict=True)) for c in curves])
-        ax.plot(grid, values.mean(0), label=f"{agent} ({len(curves)} seeds)")
+        ax.plot(
+            grid,
+            values.mean(0),
+            label=f"{agent} ({len(curves)} seed{'s' if len(curves) > 1 else ''})",
+        )
         ax.fill_between(grid, values.min(0), values.max(0), alpha=0.2)
     ax.set(title=name, xlabel="env steps", ylabel="mean episode return (recent episodes)")
     ax.legend(fontsize=8)
