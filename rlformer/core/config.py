@@ -48,6 +48,14 @@ class CoreConfig(BaseModel):
         "alone leave the core no sense of time, which a recurrent torso gets for free "
         "(docs/benchmarks/memory.md#popgym-countrecall-and-the-other-hard-tasks).",
     )
+    episode_clock_encoding: Literal["learned", "sinusoidal"] = Field(
+        "learned",
+        description="How the episode clock encodes the step. learned: one free vector per step. "
+        "sinusoidal: a learned linear map of a fixed sinusoid of the step, so that one query "
+        "projection can aim attention at a step that is a linear function of its own (recall "
+        "in reverse order) for every step at once, where free vectors must learn each step "
+        "apart.",
+    )
     compile: bool = Field(
         False,
         description="Wrap the forward pass in torch.compile. On CUDA, DT training measured "

@@ -26,6 +26,7 @@ from rlformer.core.config import CoreConfig
 from rlformer.core.device import autocast_context
 from rlformer.core.masks import AttentionLayout, build_layout
 from rlformer.core.memory import Memory
+from rlformer.core.positional import sinusoid_table
 
 # Memories whose key/value projections the core keeps for incremental inference.
 _CACHED_MEMORIES = 4
@@ -36,6 +37,32 @@ class CoreOutput(NamedTuple):
 
     output: torch.Tensor
     memory: Memory
+
+
+class SinusoidalClock(nn.Module):
+    """Step -> a learned linear map of a fixed sinusoid of the step (``[..., d]``).
+
+    A query linear in sin/cos of its step and a key linear in those of theirs can score any
+    fixed combination of the two steps' sum or difference, for all steps with the same weights.
+    """
+
+    def __init__(self, num_steps: int, width: int) -> None:
+        super().__init__()
+        self.register_buffer("table", sinusoid_table(num_steps, width), persistent=False)
+        self.weight = nn.Parameter(torch.empty(width, width))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, steps: torch.Tensor) -> torch.Tensor:
+        return self.table[steps] @ self.weight
+
+
+def _episode_clock(cfg: CoreConfig) -> nn.Module:
+    """The clock's encoder of steps 0..M (see :meth:`MemoryCore._with_episode_clock`)."""
+    if cfg.episode_clock_encoding == "sinusoidal":
+        return SinusoidalClock(cfg.memory_length + 1, cfg.d_model)
+    clock = nn.Embedding(cfg.memory_length + 1, cfg.d_model)
+    nn.init.normal_(clock.weight, std=0.02)
+    return clock
 
 
 class MemoryCore(nn.Module):
@@ -58,10 +85,9 @@ class MemoryCore(nn.Module):
         self.cfg = cfg
         self.blocks = nn.ModuleList(MemoryBlock(cfg) for _ in range(cfg.n_layers))
         # Time within the episode, read off the visibility mask (see _with_episode_clock).
-        self.episode_clock = None
+        self.episode_clock: nn.Module | None = None
         if cfg.episode_clock:
-            self.episode_clock = nn.Embedding(cfg.memory_length + 1, cfg.d_model)
-            nn.init.normal_(self.episode_clock.weight, std=0.02)
+            self.episode_clock = _episode_clock(cfg)
         # Pre-LN stacks leave the residual stream un-normalised; normalise once at the top.
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.block != "post_ln" else nn.Identity()
         self._compiled: Callable[..., CoreOutput] | None = None  # built on first use

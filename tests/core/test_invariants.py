@@ -308,12 +308,18 @@ def test_selected_outputs_equal_the_full_outputs(
         assert torch.equal(part.memory.valid, full.memory.valid)
 
 
+@pytest.mark.parametrize("encoding", ["learned", "sinusoidal"])
 @pytest.mark.parametrize("memory_length", [24, 5])
 def test_episode_clock_keeps_whole_segment_step_and_restart_equal(
-    memory_length: int, device: torch.device
+    memory_length: int, encoding: str, device: torch.device
 ) -> None:
     """The clock is read off the visibility mask, so every way of processing agrees."""
-    core = _core(device, memory_length=memory_length, episode_clock=True)
+    core = _core(
+        device,
+        memory_length=memory_length,
+        episode_clock=True,
+        episode_clock_encoding=encoding,
+    )
     torch.nn.init.normal_(core.episode_clock.weight)  # loud, so a wrong count shows
     x = torch.randn(3, 20, 16, device=device)
     starts = torch.zeros(3, 20, dtype=torch.bool, device=device)
@@ -329,14 +335,23 @@ def test_episode_clock_keeps_whole_segment_step_and_restart_equal(
     torch.testing.assert_close(whole[1:2, 7:], fresh, atol=atol, rtol=0)
 
 
-def test_episode_clock_tells_steps_apart_up_to_the_window(device: torch.device) -> None:
+@pytest.mark.parametrize("encoding", ["learned", "sinusoidal"])
+def test_episode_clock_tells_steps_apart_up_to_the_window(
+    encoding: str, device: torch.device
+) -> None:
     """Identical tokens without positions look the same at every step; with the clock they
     differ while the window fills (M = 5 earlier tokens), then the clock stays at M: two layers
     see 2M tokens back, so from step 2M on the outputs stop changing."""
     x = torch.ones(1, 14, 16, device=device)
     with torch.no_grad():
         plain = _core(device, memory_length=5, positional="none")(x).output[0]
-        timed = _core(device, memory_length=5, positional="none", episode_clock=True)
+        timed = _core(
+            device,
+            memory_length=5,
+            positional="none",
+            episode_clock=True,
+            episode_clock_encoding=encoding,
+        )
         torch.nn.init.normal_(timed.episode_clock.weight)
         clocked = timed(x).output[0]
     torch.testing.assert_close(plain, plain[:1].expand_as(plain), atol=1e-5, rtol=0)
@@ -345,3 +360,11 @@ def test_episode_clock_tells_steps_apart_up_to_the_window(device: torch.device) 
     assert max(gaps[10:]) < 1e-3, (
         gaps
     )  # steps 10..13: the same clock all the way back (float noise)
+
+
+def test_sinusoidal_clock_saves_only_its_map() -> None:
+    """The sinusoid is rebuilt from the config, so a checkpoint holds the learned map alone."""
+    core = _core(torch.device("cpu"), episode_clock=True, episode_clock_encoding="sinusoidal")
+    keys = [key for key in core.state_dict() if key.startswith("episode_clock")]
+    assert keys == ["episode_clock.weight"]
+    assert core.episode_clock.weight.shape == (16, 16)
