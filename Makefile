@@ -5,6 +5,9 @@ CONSTRAINTS ?= constraints.txt
 BIN := $(VENV)/bin
 PIP_CONSTRAINT_FLAG := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
 PYTEST_ARGS ?=
+# pytest-xdist workers; the modules with Ray tests share one of them (tests/conftest.py).
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope --durations=15
 
 .PHONY: install quickstart test test-fast lint bench peer-cleanrl clean
 
@@ -27,11 +30,11 @@ quickstart: install
 test: install
 	$(BIN)/ruff check rlformer envs tests scripts
 	$(BIN)/ruff format --check rlformer envs tests scripts
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 ## Everything except tests marked slow.
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check rlformer envs tests scripts
