@@ -18,8 +18,8 @@ os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="rlformer-test-config-")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check the Ray files' list (below) and skip tests marked gpu when CUDA is absent."""
-    _check_ray_files(items)
+    """Check the Ray modules (below) and skip tests marked gpu when CUDA is absent."""
+    _check_ray_modules(items)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA")
@@ -42,7 +42,7 @@ RAY_MODULES = frozenset(
 )
 
 
-def _check_ray_files(items: list[pytest.Item]) -> None:
+def _check_ray_modules(items: list[pytest.Item]) -> None:
     for item in items:
         module = item.nodeid.split("::")[0]
         if item.get_closest_marker("ray") and module not in RAY_MODULES:
