@@ -537,22 +537,15 @@ def report(rows: list[Row]) -> str:
         )
         lines.append("|" + " --- |" * (7 + len(fractions)))
         for dataset in [d for d in DATASETS if any(r.dataset == d for r in mine)]:
-            for method in METHODS:
-                cell = [r for r in mine if r.dataset == dataset and r.method == method]
-                if not cell:
-                    continue
-                sweep = [
-                    np.mean([s["mean"] for r in cell for s in r.sweep if s["fraction"] == f])
-                    for f in fractions
-                ]
-                steps = ",".join(str(s) for s in sorted({r.train_steps for r in cell}))
-                lines.append(
-                    f"| {dataset} | {cell[0].dataset_mean:.2f} | {cell[0].dataset_best:.2f} | "
-                    f"{METHOD_NAMES[method]} | {len(cell)} | {steps} | "
-                    f"{_ci([r.score for r in cell])} | "
-                    + " | ".join(f"{v:.2f}" for v in sweep)
-                    + " |"
-                )
+            for steps in sorted({r.train_steps for r in mine if r.dataset == dataset}):
+                for method in METHODS:
+                    cell = [
+                        r
+                        for r in mine
+                        if (r.dataset, r.train_steps, r.method) == (dataset, steps, method)
+                    ]
+                    if cell:
+                        lines.append(_table_row(cell, fractions))
         scored = sorted({r.episodes for r in mine})
         swept = sorted({r.sweep_episodes or r.episodes for r in mine})
         lines += [
@@ -561,10 +554,25 @@ def report(rows: list[Row]) -> str:
             f"{'/'.join(map(str, swept))} at each other fraction.",
         ]
         mixed = [r for r in mine if r.dataset == "medium-expert"]
-        verdict = _verdict(mixed) if mixed else None
-        if verdict:
-            lines += ["", f"medium-expert: {verdict}."]
+        for steps in sorted({r.train_steps for r in mixed}):
+            verdict = _verdict([r for r in mixed if r.train_steps == steps])
+            if verdict:
+                lines += ["", f"medium-expert, {steps} steps: {verdict}."]
     return "\n".join(lines) + "\n"
+
+
+def _table_row(cell: list[Row], fractions: list[float]) -> str:
+    """One (dataset, steps, method) line of the report: runs trained for different numbers of
+    steps are never pooled, since more steps change the score (pixels.md)."""
+    first = cell[0]
+    sweep = [
+        np.mean([s["mean"] for r in cell for s in r.sweep if s["fraction"] == f]) for f in fractions
+    ]
+    return (
+        f"| {first.dataset} | {first.dataset_mean:.2f} | {first.dataset_best:.2f} | "
+        f"{METHOD_NAMES[first.method]} | {len(cell)} | {first.train_steps} | "
+        f"{_ci([r.score for r in cell])} | " + " | ".join(f"{v:.2f}" for v in sweep) + " |"
+    )
 
 
 def write_report(rows: list[Row], path: Path) -> None:

@@ -107,7 +107,7 @@ def test_the_pipeline_records_trains_evaluates_and_skips_what_is_done(tmp_path: 
             assert row["sweep"][0]["mean"] == row["sweep"][1]["mean"]
     report = out.with_suffix(".md").read_text()
     assert "## breakout" in report and "BC (DT, no returns)" in report
-    assert "medium-expert: DT" in report
+    assert "medium-expert, 6 steps: DT above BC" in report
 
     runs = set((tmp_path / "bench" / "runs").iterdir())
     dt_pixels.main(argv)  # every row is there: nothing is recorded, trained or evaluated again
@@ -139,3 +139,27 @@ def test_only_seed_picks_runs_among_the_seeds_and_eval_device_defaults_to_the_cp
     with pytest.raises(SystemExit, match="--only-seed 7: seeds run from 0 to"):
         dt_pixels.parse_args([*base, "--only-seed", "7"])
     assert one.eval_device == "cpu"
+
+
+def _row(method: str, seed: int, steps: int, score: float) -> dt_pixels.Row:
+    sweep = [{"fraction": 1.0, "target": 5.0, "mean": score, "ci_low": score, "ci_high": score}]
+    return dt_pixels.Row(
+        *("seaquest", "medium-expert", method, seed, steps, 5.0, score, [score, score], sweep),
+        *(3.0, 9.0, 100, 100, "v", None, 1.0, 1.0, False, "run"),
+    )
+
+
+def test_the_report_keeps_runs_of_different_lengths_apart() -> None:
+    """DT and BC at 3,000 steps are level and at 9,000 apart: pooled, the report would show one
+    line per method and one verdict; kept apart, each length has its own line and verdict."""
+    rows = [
+        *(_row("dt", seed, 3000, 4.0 + 0.01 * seed) for seed in range(3)),
+        *(_row("bc", seed, 3000, 4.0 - 0.01 * seed) for seed in range(3)),
+        *(_row("dt", seed, 9000, 5.0 + 0.01 * seed) for seed in range(3)),
+        *(_row("bc", seed, 9000, 3.0 + 0.01 * seed) for seed in range(3)),
+    ]
+    text = dt_pixels.report(rows)
+    lines = [line for line in text.splitlines() if line.startswith("| medium-expert")]
+    assert [line.split(" | ")[5] for line in lines] == ["3000", "3000", "9000", "9000"]
+    assert "medium-expert, 3000 steps: DT above BC with CIs apart: no" in text
+    assert "medium-expert, 9000 steps: DT above BC with CIs apart: yes" in text
