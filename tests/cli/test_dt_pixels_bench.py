@@ -144,8 +144,25 @@ def test_only_seed_picks_runs_among_the_seeds_and_eval_device_defaults_to_the_cp
 def _row(method: str, seed: int, steps: int, score: float) -> dt_pixels.Row:
     sweep = [{"fraction": 1.0, "target": 5.0, "mean": score, "ci_low": score, "ci_high": score}]
     return dt_pixels.Row(
-        *("seaquest", "medium-expert", method, seed, steps, 5.0, score, [score, score], sweep),
-        *(3.0, 9.0, 100, 100, "v", None, 1.0, 1.0, False, "run"),
+        task="seaquest",
+        dataset="medium-expert",
+        method=method,
+        seed=seed,
+        train_steps=steps,
+        target=5.0,
+        score=score,
+        score_ci=[score, score],
+        sweep=sweep,
+        dataset_mean=3.0,
+        dataset_best=9.0,
+        dataset_episodes=100,
+        episodes=100,
+        variant="v",
+        commit=None,
+        seconds=1.0,
+        train_seconds=1.0,
+        resumed=False,
+        run_dir="run",
     )
 
 
