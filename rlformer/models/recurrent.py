@@ -74,6 +74,36 @@ class RecurrentTorso(nn.Module):
         out, state = self._run(self.embed(x)[:, None], state.reset(episode_start))
         return out[:, 0], state
 
+    def step_unfused(
+        self, x: torch.Tensor, state: RecurrentState, episode_start: torch.Tensor
+    ) -> tuple[torch.Tensor, RecurrentState]:
+        """:meth:`step` in plain products and gates, for export.
+
+        ONNX exporters turn ``nn.LSTM`` into ONNX's LSTM operator, and the graph torch 2.11's
+        exporter wrote for it was refused by onnxruntime 1.30 (a transpose of the wrong rank);
+        products, sigmoids and tanhs export alike on every version. The GRU keeps the fused
+        call, whose export onnxruntime runs. Equal to :meth:`step` up to float rounding
+        (tested), not bit for bit, so rollouts and training keep the fused call.
+        """
+        if self.kind != "lstm":
+            return self.step(x, state, episode_start)
+        state = state.reset(episode_start)
+        inputs = self.embed(x)
+        hs, cs = [], []
+        for layer in range(self.layers):
+            gates = (
+                inputs @ getattr(self.rnn, f"weight_ih_l{layer}").T
+                + getattr(self.rnn, f"bias_ih_l{layer}")
+                + state.h[layer] @ getattr(self.rnn, f"weight_hh_l{layer}").T
+                + getattr(self.rnn, f"bias_hh_l{layer}")
+            )
+            i, f, g, o = gates.chunk(4, dim=-1)  # nn.LSTM's gate order
+            c = torch.sigmoid(f) * state.c[layer] + torch.sigmoid(i) * torch.tanh(g)
+            inputs = torch.sigmoid(o) * torch.tanh(c)
+            hs.append(inputs)
+            cs.append(c)
+        return inputs, RecurrentState(torch.stack(hs), torch.stack(cs))
+
     def sequence(
         self, x: torch.Tensor, state: RecurrentState, episode_start: torch.Tensor
     ) -> tuple[torch.Tensor, RecurrentState]:

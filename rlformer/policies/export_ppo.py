@@ -134,7 +134,9 @@ class ActorStep(nn.Module):
         prev_action = named.get("prev_action")
         prev_reward = self._scaled_reward(named["reward"]) if "reward" in named else None
         x = model._features(obs, prev_action, prev_reward, start)
-        latent, memory = model.actor_torso.step(x, self._torso_state(named), start)
+        torso = model.actor_torso
+        step = torso.step_unfused if isinstance(torso, RecurrentTorso) else torso.step
+        latent, memory = step(x, self._torso_state(named), start)
         params = model.policy_head(latent)
         if self.masked:
             params = dist.masked(params, named["action_mask"])

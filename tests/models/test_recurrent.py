@@ -30,6 +30,27 @@ def test_sequence_equals_stepping_across_episode_starts(kind: str, layers: int) 
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("layers", [1, 2])
+def test_unfused_step_equals_the_fused_step(kind: str, layers: int) -> None:
+    torch.manual_seed(0)
+    torso = RecurrentTorso(5, kind, hidden=8, layers=layers)
+    with torch.no_grad():  # biases start near zero; make them matter
+        for name, parameter in torso.rnn.named_parameters():
+            if name.startswith("bias"):
+                parameter.normal_()
+    x = torch.randn(3, 5)
+    state = torso.initial_state(3)
+    state = RecurrentState(*(None if t is None else torch.randn_like(t) for t in state))
+    start = torch.tensor([False, True, False])
+    fused, fused_state = torso.step(x, state, start)
+    unfused, unfused_state = torso.step_unfused(x, state, start)
+    torch.testing.assert_close(unfused, fused, rtol=0, atol=1e-6)
+    torch.testing.assert_close(unfused_state.h, fused_state.h, rtol=0, atol=1e-6)
+    if kind == "lstm":
+        torch.testing.assert_close(unfused_state.c, fused_state.c, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
 def test_episode_start_forgets_and_memory_carries(kind: str) -> None:
     torch.manual_seed(0)
     torso = RecurrentTorso(2, kind, hidden=8, layers=1)

@@ -475,6 +475,17 @@ def test_every_space_and_torso_exports(obs: str, action: str, torso: str, tmp_pa
     envs.close()
 
 
+def test_lstm_exports_as_products_not_the_onnx_lstm_operator(tmp_path: Path) -> None:
+    """ONNX's LSTM operator is left out: the graph torch 2.11 wrote for it was refused by
+    onnxruntime 1.30, where products and gates run on every version."""
+    import onnx
+
+    out = export_policy(tiny_policy("box", "discrete", "lstm"), tmp_path)
+    operators = {node.op_type for node in onnx.load(str(out / "policy.onnx")).graph.node}
+    assert "LSTM" not in operators
+    assert {"MatMul", "Sigmoid", "Tanh"} <= operators
+
+
 def test_sampling_repeats_with_a_seeded_generator_and_feeds_back_the_sample(
     tmp_path: Path,
 ) -> None:
