@@ -43,7 +43,11 @@ class LocalCollector:
 
     def __init__(self, cfg: TrainConfig, spec: WorkerSpec | None = None) -> None:
         spec = spec or ppo_worker_spec(cfg)
+        # A worker sets torch to one thread for its own process (a Ray actor); here that process
+        # is the learner's, whose ``run.torch_threads`` stays in force.
+        threads = torch.get_num_threads()
         self.workers = [spec.build(w) for w in range(cfg.rollout.num_workers)]
+        torch.set_num_threads(threads)
 
     def collect(self, weights: dict[str, torch.Tensor], version: int) -> Any:
         cpu_weights = {k: v.detach().cpu() for k, v in weights.items()}

@@ -32,6 +32,17 @@ def _cfg(*extra: str) -> TrainConfig:
     )
 
 
+def test_in_process_workers_leave_the_learners_threads_alone() -> None:
+    """``run.torch_threads`` holds for the learner with the local backend too."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        LocalCollector(_cfg())
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_fragment_bookkeeping_across_fragments() -> None:
     torch.manual_seed(0)
     cfg = _cfg()
