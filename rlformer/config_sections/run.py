@@ -20,7 +20,13 @@ class RunConfig(StrictModel):
         description="Learner device: auto picks cuda when available. PPO models under 100k "
         "parameters without an image encoder measured faster on the CPU (docs/benchmarks/gpu.md).",
     )
-    torch_threads: int = Field(1, ge=1, description="torch intra-op threads for the learner.")
+    torch_threads: int = Field(
+        1,
+        ge=1,
+        description="torch intra-op threads for the learner; rollout workers act on one. "
+        "A second thread gave PPO at the popgym preset 1.03-1.17x env steps/s on 2 cores "
+        "(docs/benchmarks/throughput.md).",
+    )
     checkpoint_every: int = Field(10, ge=1, description="Write a checkpoint every N iterations.")
     keep_checkpoints: int = Field(3, ge=1, description="Checkpoints kept on disk (oldest deleted).")
     progress: bool = Field(True, description="Show a progress bar (plain lines when not a TTY).")

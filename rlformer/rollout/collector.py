@@ -15,6 +15,8 @@ Calling loop::
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import torch
@@ -39,22 +41,24 @@ class Collector(Protocol):
 
 
 class LocalCollector:
-    """All workers in this process, stepped one after another (also the test backend)."""
+    """All workers in this process, stepped one after another (also the test backend).
+
+    They act on one torch thread, as a Ray actor does: one-step batches of a few envs run
+    slower on more threads. The learner's ``run.torch_threads`` is put back after each call.
+    """
 
     def __init__(self, cfg: TrainConfig, spec: WorkerSpec | None = None) -> None:
         spec = spec or ppo_worker_spec(cfg)
-        # A worker sets torch to one thread for its own process (a Ray actor); here that process
-        # is the learner's, whose ``run.torch_threads`` stays in force.
-        threads = torch.get_num_threads()
-        self.workers = [spec.build(w) for w in range(cfg.rollout.num_workers)]
-        torch.set_num_threads(threads)
+        with _one_thread():  # a worker sets one thread for its own process
+            self.workers = [spec.build(w) for w in range(cfg.rollout.num_workers)]
 
     def collect(self, weights: dict[str, torch.Tensor], version: int) -> Any:
         cpu_weights = {k: v.detach().cpu() for k, v in weights.items()}
         fragments = []
-        for worker in self.workers:
-            worker.set_weights(cpu_weights, version)
-            fragments.append(worker.sample())
+        with _one_thread():
+            for worker in self.workers:
+                worker.set_weights(cpu_weights, version)
+                fragments.append(worker.sample())
         merged = type(fragments[0]).concat(fragments)
         # In-process workers run one after another: their sampling times add up.
         merged.sample_seconds = sum(f.sample_seconds for f in fragments)
@@ -72,6 +76,17 @@ class LocalCollector:
     def close(self) -> None:
         for worker in self.workers:
             worker.close()
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """torch on one intra-op thread inside, the caller's thread count after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def make_collector(cfg: TrainConfig, spec: WorkerSpec | None = None) -> Collector:

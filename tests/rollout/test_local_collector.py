@@ -32,12 +32,21 @@ def _cfg(*extra: str) -> TrainConfig:
     )
 
 
-def test_in_process_workers_leave_the_learners_threads_alone() -> None:
-    """``run.torch_threads`` holds for the learner with the local backend too."""
+def test_in_process_workers_act_on_one_thread_and_leave_the_learners_alone() -> None:
+    """``run.torch_threads`` holds for the learner with the local backend; acting stays on one
+    thread, as in a Ray actor."""
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        LocalCollector(_cfg())
+        cfg = _cfg()
+        collector = LocalCollector(cfg)
+        assert torch.get_num_threads() == 2
+        worker = collector.workers[0]
+        seen = []
+        sample = worker.sample
+        worker.sample = lambda: seen.append(torch.get_num_threads()) or sample()
+        collector.collect(build_model(cfg).state_dict(), 0)
+        assert seen == [1]
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
