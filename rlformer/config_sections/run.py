@@ -24,7 +24,7 @@ class RunConfig(StrictModel):
         1,
         ge=1,
         description="torch intra-op threads for the learner; rollout workers act on one. "
-        "A second thread gave PPO at the popgym preset 1.03-1.17x env steps/s on 2 cores "
+        "A second thread gave PPO at the popgym preset a median 1.09x env steps/s on 2 cores "
         "(docs/benchmarks/throughput.md).",
     )
     checkpoint_every: int = Field(10, ge=1, description="Write a checkpoint every N iterations.")
