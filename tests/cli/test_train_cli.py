@@ -157,6 +157,12 @@ def test_killed_run_resumes_to_identical_result(tmp_path: Path) -> None:
     check_killed_run_resumes_to_identical_result(tmp_path, backend=[])
 
 
+@pytest.mark.slow
+def test_killed_run_with_two_learner_threads_resumes_to_identical_result(tmp_path: Path) -> None:
+    """The learner's threads (workers act on one) keep the resume exact."""
+    check_killed_run_resumes_to_identical_result(tmp_path, ["--set", "run.torch_threads=2"])
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
