@@ -224,6 +224,11 @@ def checkpoint_candidates(run_dir: str | Path) -> list[Path]:
     if not run_dir.is_dir():
         raise CheckpointError(f"{run_dir}: run directory not found")
     ckpt_dir = run_dir / "checkpoints"
+    if not ckpt_dir.is_dir():
+        raise CheckpointError(
+            f"{run_dir}: not a run directory (no checkpoints/ folder in it); give the directory "
+            "`rlformer train` printed, or a checkpoint file"
+        )
     files = sorted(ckpt_dir.glob("ckpt_*.pt"), key=_checkpoint_step, reverse=True)
     pointer = ckpt_dir / "latest"
     named: list[Path] = []
@@ -380,7 +385,7 @@ def checkpoint_config(payload: Mapping[str, Any], path: str | Path) -> Any:
     try:
         return TrainConfig.model_validate(payload["config"])
     except ValidationError as err:
-        problems = format_validation_error(err).replace("\n", "; ")
+        problems = format_validation_error(err, TrainConfig).replace("\n", "; ")
         raise CheckpointError(
             f"{path}: its config does not validate with this rlformer ({problems})"
         ) from None

@@ -39,6 +39,7 @@ from rlformer.config_sections.rollout import RolloutConfig
 from rlformer.config_sections.run import RunConfig
 from rlformer.config_sections.shared import SHARED_SECTIONS
 from rlformer.config_sections.spec import AlgoConfigSpec
+from rlformer.config_sections.suggest import suggest_key
 from rlformer.presets import OFFLINE_SECTIONS, PRESETS, UnknownPresetError, apply_preset
 
 # Every section model stays importable from here, the algorithms' own ones included.
@@ -200,16 +201,17 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
-def format_validation_error(err: ValidationError) -> str:
-    """One line per problem: ``key.path: got VALUE; what is allowed``."""
+def format_validation_error(err: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """One line per problem: ``key.path: got VALUE; what is allowed``. Given the ``model`` that
+    was validated, an unknown key names the key it most likely meant."""
     lines = []
     for problem in err.errors():
         path = ".".join(str(p) for p in problem["loc"]) or "<top level>"
         message = problem["msg"]
         if problem["type"] == "extra_forbidden":
-            lines.append(
-                f"{path}: unknown key (check spelling; `rlformer config-doc` lists all keys)"
-            )
+            meant = suggest_key(model, problem["loc"]) if model is not None else None
+            hint = f"did you mean {meant}? " if meant else "check spelling; "
+            lines.append(f"{path}: unknown key ({hint}`rlformer config-doc` lists all keys)")
             continue
         if message.startswith("Value error, "):
             message = message[len("Value error, ") :]
@@ -303,10 +305,11 @@ def _validated(raw: dict[str, Any], preset_sections: tuple[str, ...] | None) -> 
         raw = apply_preset(raw, preset_sections)
     except UnknownPresetError as err:
         raise ConfigError(str(err)) from None
+    model = train_config_model()
     try:
-        return train_config_model().model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err)) from None
+        raise ConfigError(format_validation_error(err, model)) from None
 
 
 def build_config(raw: dict[str, Any], check_unread: bool = True) -> TrainConfigBase:

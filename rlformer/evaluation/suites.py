@@ -82,7 +82,7 @@ def load_suite(path: str | Path) -> Suite:
         suite = Suite.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(
-            f"{path}: " + format_validation_error(err).replace("\n", f"\n{path}: ")
+            f"{path}: " + format_validation_error(err, Suite).replace("\n", f"\n{path}: ")
         ) from None
     labels = [task.name for task in suite.tasks]
     repeated = sorted({label for label in labels if labels.count(label) > 1})

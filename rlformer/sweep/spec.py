@@ -165,7 +165,8 @@ def load_sweep(path: str | Path, directory: str | Path | None = None) -> Sweep:
     try:
         spec = SweepSpec.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(f"{path}: " + format_validation_error(err).replace("\n", "; ")) from None
+        problems = format_validation_error(err, SweepSpec).replace("\n", "; ")
+        raise ConfigError(f"{path}: {problems}") from None
     folder = Path(directory or spec.dir or Path("sweeps") / spec.name).resolve()
     return Sweep(spec, path, folder, expand(spec, path, folder))
 

@@ -201,6 +201,9 @@ def test_missing_config_and_checkpoint_errors(tmp_path: Path) -> None:
     result = rlformer("train", str(tmp_path / "nope.yaml"), cwd=tmp_path, check=False)
     assert result.returncode == 2 and "config file not found" in result.stderr
     result = rlformer("eval", str(tmp_path), cwd=tmp_path, check=False)
+    assert result.returncode == 2 and "not a run directory" in result.stderr
+    (tmp_path / "checkpoints").mkdir()
+    result = rlformer("eval", str(tmp_path), cwd=tmp_path, check=False)
     assert result.returncode == 2 and "no checkpoint yet" in result.stderr
     assert "Traceback" not in result.stderr
 

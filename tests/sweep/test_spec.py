@@ -106,7 +106,7 @@ def test_base_file_relative_to_the_sweep_file(tmp_path: Path) -> None:
         ),
         ({"axes": {"ppo.gamma": {"uniform": [0.9, 0.99]}}}, "a distribution needs search"),
         ({"seeds": 0}, "seeds: got 0"),
-        ({"sedes": 2}, "sedes: unknown key"),
+        ({"sedes": 2}, "sedes: unknown key (did you mean seeds?"),
         ({"base": "missing.yaml"}, "missing.yaml: config file not found"),
     ],
 )

@@ -70,6 +70,36 @@ def test_bad_values_name_key_value_and_rule(overrides: list[str], expected: str)
 
 
 @pytest.mark.parametrize(
+    ("overrides", "meant"),
+    [
+        (["ppo.lerning_rate=1"], "ppo.learning_rate"),  # a close spelling
+        (["ppo.lr=1"], "ppo.learning_rate"),  # the initials of a snake_case key
+        (["algo=dt", "dt.lr=1"], "dt.learning_rate"),  # in the section where it was typed
+        (["model.core.n_layer=2"], "model.core.n_layers"),
+        (["env.wrappers=[{clas: x}]"], "env.wrappers.0.class"),  # through a list, by alias
+        (["lr=1"], "ppo.learning_rate"),  # other libraries' names, from any section
+        (["rollout.num_envs=4"], "rollout.envs_per_worker"),
+        (["ppo.n_steps=64"], "rollout.fragment_length"),
+        (["ppo.n_epochs=2"], "ppo.update_epochs"),
+        (["ppo.lambda=0.9"], "ppo.gae_lambda"),
+        (["seed=3"], "run.seed"),
+    ],
+)
+def test_unknown_key_names_the_key_meant(overrides: list[str], meant: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(None, overrides)
+    assert f"did you mean {meant}?" in str(info.value)
+
+
+@pytest.mark.parametrize("override", ["model.zzz=1", "env.colour=red"])
+def test_unknown_key_without_a_likely_meaning_suggests_nothing(override: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(None, [override])
+    assert "did you mean" not in str(info.value)
+    assert "check spelling" in str(info.value)
+
+
+@pytest.mark.parametrize(
     ("item", "expected"),
     [
         ("ppo", "expected KEY.PATH=VALUE"),
