@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -58,6 +58,7 @@ __all__ = [
     "WrapperConfig",
     "apply_overrides",
     "build_config",
+    "changed_keys",
     "check_sections_read",
     "describe_fields",
     "dump_config",
@@ -245,14 +246,15 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def _changed_keys(values: dict[str, Any], defaults: dict[str, Any], prefix: str) -> list[str]:
-    """Dotted keys whose value differs from the default, depth first."""
+def changed_keys(new: Mapping[str, Any], old: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose value differs between two config dumps (or a dump and its defaults),
+    depth first; a key present in only one of them counts as changed."""
     changed = []
-    for key, value in values.items():
-        default = defaults.get(key)
-        if isinstance(value, dict) and isinstance(default, dict):
-            changed += _changed_keys(value, default, f"{prefix}{key}.")
-        elif value != default:
+    for key in dict.fromkeys([*new, *old]):
+        value, before = new.get(key), old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            changed += changed_keys(value, before, f"{prefix}{key}.")
+        elif value != before:
             changed.append(f"{prefix}{key}")
     return changed
 
@@ -287,7 +289,7 @@ def check_sections_read(cfg: TrainConfigBase) -> None:
     values = cfg.model_dump(mode="json")
     defaults = type(cfg)(algo=cfg.algo).model_dump(mode="json")
     for section in dict.fromkeys(path.partition(".")[0] for path in unread):
-        for key in _changed_keys(values[section], defaults[section], f"{section}."):
+        for key in changed_keys(values[section], defaults[section], f"{section}."):
             _refuse_unread(cfg.algo, unread, key)
 
 

@@ -19,7 +19,8 @@ from rlformer.algos.loop import (
 )
 from rlformer.algos.ppo import build_model, format_evaluation, load_agent
 from rlformer.checkpoints import CheckpointError, refuse_saved_calls
-from rlformer.config import TrainConfig, load_saved_config, parse_override
+from rlformer.config import TrainConfig, changed_keys, load_saved_config, parse_override
+from rlformer.resume_rules import refuse_fixed_changes
 
 __all__ = [
     "RUN_FAILURES",
@@ -52,6 +53,9 @@ def resume(
 ) -> TrainResult:
     """Continue a run from its newest readable checkpoint with the config saved beside it.
 
+    ``overrides`` may change the settings of training (its length, rates, coefficients,
+    evaluation, checkpoints), not what shapes the run (:mod:`rlformer.resume_rules`).
+
     The saved ``env.imports`` may call functions only with ``trust`` (or when ``overrides``
     replace them): run directories travel between people as checkpoints do.
     """
@@ -59,6 +63,9 @@ def resume(
         raise CheckpointError(f"{run_dir}: run directory not found")
     path = Path(run_dir) / "config.yaml"
     cfg = load_saved_config(path, overrides)
+    if overrides:
+        saved = load_saved_config(path).model_dump(mode="json")
+        refuse_fixed_changes(changed_keys(cfg.model_dump(mode="json"), saved), run_dir)
     if not any(
         parse_override(item)[0][:2] in (["env"], ["env", "imports"]) for item in overrides or []
     ):

@@ -31,16 +31,18 @@ from rlformer.algos.base import (
 )
 from rlformer.checkpoints import (
     CheckpointError,
+    atomic_write_bytes,
     newest_readable_checkpoint,
     read_checkpoint_file,
     save_checkpoint,
     write_checkpoint_file,
 )
-from rlformer.config import TrainConfig, dump_config
+from rlformer.config import ConfigError, TrainConfig, dump_config, load_saved_config
 from rlformer.core.device import resolve_device
 from rlformer.interrupts import Interrupted, StopRequest
 from rlformer.learners.finite import NonFiniteError
 from rlformer.learners.parallel import LearnerError
+from rlformer.resume_rules import describe_changes
 from rlformer.rollout.env_guard import EnvCrash, EnvDataError
 from rlformer.rollout.ray_collector import RolloutError
 from rlformer.runs import MIN_FREE_BYTES, MetricsLogger, RunLock, check_run_root, new_run_dir
@@ -178,6 +180,7 @@ def run(
             run_dir = Path(resume_dir)
             run_scope.enter_context(RunLock(run_dir))
             ckpt_path, payload = newest_readable_checkpoint(run_dir, trust)
+            _record_resumed_config(run_dir, cfg)
         else:
             run_dir = new_run_dir(cfg.run.root, cfg.run.name)
             run_scope.enter_context(RunLock(run_dir))
@@ -196,6 +199,9 @@ def run(
                 logger = MetricsLogger(run_dir, resume_step=algo.log_step())
                 progress = algo.progress()
                 log_line(f"resuming {run_dir} at {progress.unit} {progress.done}/{progress.total}")
+                if progress.done >= progress.total:
+                    length = LENGTH_KEYS.get(cfg.algo, "the run's length")
+                    log_line(f"nothing left to train: raise {length} to train on")
             else:
                 logger = MetricsLogger(run_dir)
                 log_line(f"run directory: {run_dir}")
@@ -223,6 +229,23 @@ def run(
                 log_line(line)
     env_steps = int(getattr(algo, "env_steps", algo.log_step()))
     return TrainResult(run_dir, env_steps, algo.iteration, evaluation, periodic.best)
+
+
+LENGTH_KEYS = {"ppo": "ppo.total_steps", "dt": "dt.train_steps", "odt": "odt.online_steps"}
+"""The key that says how long each algorithm trains, named when a finished run is resumed."""
+
+
+def _record_resumed_config(run_dir: Path, cfg: TrainConfig) -> None:
+    """Rewrite ``config.yaml`` (atomically) when a resume changes settings, and say which, so
+    the run directory describes what it continues with; checkpoints keep their own configs."""
+    path = run_dir / "config.yaml"
+    try:
+        changes = describe_changes(cfg, load_saved_config(path))
+    except ConfigError:  # missing or unreadable: the resumed config replaces it
+        changes = ["config.yaml written from the resumed config"]
+    if changes:
+        log_line("resuming with changed settings: " + "; ".join(changes))
+        atomic_write_bytes(path, dump_config(cfg).encode())
 
 
 def _train(
