@@ -180,7 +180,6 @@ def run(
             run_dir = Path(resume_dir)
             run_scope.enter_context(RunLock(run_dir))
             ckpt_path, payload = newest_readable_checkpoint(run_dir, trust)
-            _record_resumed_config(run_dir, cfg)
         else:
             run_dir = new_run_dir(cfg.run.root, cfg.run.name)
             run_scope.enter_context(RunLock(run_dir))
@@ -196,6 +195,7 @@ def run(
             if payload is not None and ckpt_path is not None:
                 torch.set_rng_state(payload["torch_rng"])
                 _restore_cuda_rng(payload.get("cuda_rng", []))
+                _record_resumed_config(run_dir, cfg)  # once the checkpoint has restored
                 logger = MetricsLogger(run_dir, resume_step=algo.log_step())
                 progress = algo.progress()
                 log_line(f"resuming {run_dir} at {progress.unit} {progress.done}/{progress.total}")

@@ -164,6 +164,8 @@ def test_env_states_unpickle_only_for_their_owner_or_with_trust(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "bob"))
     with pytest.raises(UnsafeCheckpointError, match="--trust-checkpoint"):
         resume(result.run_dir, ["ppo.total_steps=192"])
+    # A refused resume records nothing: config.yaml still describes the run as it was.
+    assert load_config(result.run_dir / "config.yaml").ppo.total_steps == 128
     resumed = resume(result.run_dir, ["ppo.total_steps=192"], trust=True)
     assert resumed.iterations == 3
     assert not (tmp_path / "PWNED").exists()
