@@ -87,6 +87,7 @@ ODT = AlgoConfigSpec(
     unread={
         "model": DT_NETWORK,
         "rollout.fragment_length": "an online DT collects whole episodes",
+        "rollout.compile_act": "it compiles PPO's policy step; an online DT acts eagerly",
     },
     preset_sections=OFFLINE_SECTIONS,
     check=_check,

@@ -54,6 +54,13 @@ class RolloutConfig(StrictModel):
         "and updating each take a core).",
     )
 
+    compile_act: bool = Field(
+        False,
+        description="Run the workers' policy step (encoder, core, heads; sampling stays eager) "
+        "through torch.compile. Building the graphs takes tens of seconds at the start of a "
+        "run, in each worker; see docs/benchmarks/throughput.md for what it saves.",
+    )
+
     @model_validator(mode="after")
     def _async_needs_ray(self) -> RolloutConfig:
         if self.async_sampling and self.backend != "ray":

@@ -186,7 +186,9 @@ class MemoryCore(nn.Module):
         # Graph capture (torch.compile, torch.export) builds the next memory without in-place
         # writes: exported, a write into one layer's slice scatters into the whole tensor.
         traced = torch.compiler.is_compiling()
-        caching = self._projection_cache_enabled() and not traced
+        caching = (
+            not traced and self._projection_cache_enabled()
+        )  # no inference-mode probe in a graph
         cached = self._cached_projections(memory) if caching else None
         batch, width = x.shape[0], self.cfg.d_model
         new_hidden = None

@@ -173,6 +173,33 @@ class ActorCritic(nn.Module):
             ReconstructionHead(self.encoder, width) if cfg.reconstruction else None
         )
         self.register_load_state_dict_pre_hook(_rename_legacy_keys)
+        self._compiled_step: Callable[..., Any] | None = None  # see compile_step
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A compiled function neither pickles (Ray) nor deep-copies (export): copies run eager
+        # until they are compiled themselves.
+        state = dict(self.__dict__)
+        state["_compiled_step"] = None
+        return state
+
+    def compile_step(self) -> None:
+        """Run :meth:`act`'s network part through ``torch.compile`` from its next call.
+
+        Sampling stays eager (it reads a ``torch.Generator``). Shapes are dynamic from the
+        start: a rollout's batch grows by the final observations of time-limited episodes,
+        and recompiling for each size costs more than the compiled steps save.
+        """
+        self._compiled_step = torch.compile(self._step_impl, dynamic=True)
+
+    def _step(
+        self,
+        obs: Tree,
+        state: AgentState,
+        episode_start: torch.Tensor,
+        action_mask: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, AgentState]:
+        step = self._step_impl if self._compiled_step is None else self._compiled_step
+        return step(obs, state, episode_start, action_mask)
 
     @property
     def continuous(self) -> bool:
@@ -227,6 +254,23 @@ class ActorCritic(nn.Module):
         ``obs`` is a tensor (flat spaces) or a leaf dict of tensors (see spaces.py), batch first.
         ``action_mask [B, n]`` (bool) rules out the actions it marks False (distributions.py).
         """
+        params, value, new_state = self._step(obs, state, episode_start, action_mask)
+        action = self.dist.sample(params, deterministic, generator)
+        log_prob, _ = self.dist.log_prob_entropy(params, action)
+        if self.prev_action_reward:
+            new_state.prev_action = action.to(self.dist.action_dtype)
+            new_state.prev_reward = torch.zeros(action.shape[0], device=action.device)
+        return ActOutput(action, log_prob, value, new_state)
+
+    def _step_impl(
+        self,
+        obs: Tree,
+        state: AgentState,
+        episode_start: torch.Tensor,
+        action_mask: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, AgentState]:
+        """Distribution parameters, values and next memory of one step: all of :meth:`act` but
+        the sampling, which draws from a ``torch.Generator`` that a compiled graph cannot take."""
         x = self._features(obs, state.prev_action, state.prev_reward, episode_start)
         latent, actor_mem = self.actor_torso.step(x, state.actor, episode_start)
         if self.critic_torso is None:
@@ -236,14 +280,8 @@ class ActorCritic(nn.Module):
         params = self.policy_head(latent)
         if action_mask is not None:
             params = self.dist.masked(params, action_mask)
-        action = self.dist.sample(params, deterministic, generator)
-        log_prob, _ = self.dist.log_prob_entropy(params, action)
         value = self.value_head(value_latent).squeeze(-1)
-        new_state = AgentState(actor_mem, critic_mem)
-        if self.prev_action_reward:
-            new_state.prev_action = action.to(self.dist.action_dtype)
-            new_state.prev_reward = torch.zeros(action.shape[0], device=action.device)
-        return ActOutput(action, log_prob, value, new_state)
+        return params, value, AgentState(actor_mem, critic_mem)
 
     def evaluate(
         self,

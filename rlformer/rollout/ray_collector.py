@@ -185,7 +185,7 @@ class RayCollector:
 
     def _spawn(self, index: int) -> Any:
         """A fresh actor for worker ``index`` (same seed, so same envs as the first one)."""
-        return self._actor_class.remote(*self.spec.args, index)
+        return self._actor_class.remote(*self.spec.args, index, **self.spec.kwargs)
 
     def _startup_timeout(self) -> float:
         return max(STARTUP_TIMEOUT_FLOOR_S, self.cfg.rollout.sample_timeout_s)

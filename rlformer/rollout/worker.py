@@ -81,6 +81,7 @@ class RolloutWorker(WorkerProcess):
         seed: int,
         prefix_length: int = 0,
         worker_index: int = 0,
+        compile_act: bool = False,
     ) -> None:
         torch.set_num_threads(1)
         self.worker_index = worker_index
@@ -98,6 +99,8 @@ class RolloutWorker(WorkerProcess):
             self.envs.single_observation_space, self.envs.single_action_space, model_cfg
         )
         self.model.eval()
+        if compile_act:
+            self.model.compile_step()
         self.policy_version = -1
         self.reward_gamma = model_cfg.normalize_gamma
         self.seed = worker_seed(seed, worker_index)

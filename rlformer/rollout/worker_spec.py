@@ -5,7 +5,7 @@ and neither imports the other at module level)."""
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import cloudpickle
@@ -16,7 +16,7 @@ from rlformer.rollout.worker import RolloutWorker
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """How to build rollout worker ``i``: ``cls(*args, i)``, in this process or a Ray actor.
+    """How to build rollout worker ``i``: ``cls(*args, i, **kwargs)``, here or as a Ray actor.
 
     A worker class provides ``set_weights(weights, version)``, ``sample()`` (a batch with
     ``policy_version``, ``worker_index``, ``sample_seconds`` and a ``concat`` classmethod),
@@ -26,9 +26,10 @@ class WorkerSpec:
 
     cls: type
     args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
     def build(self, worker_index: int) -> Any:
-        return self.cls(*self.args, worker_index)
+        return self.cls(*self.args, worker_index, **self.kwargs)
 
 
 def ppo_worker_spec(cfg: TrainConfig) -> WorkerSpec:
@@ -44,6 +45,7 @@ def ppo_worker_spec(cfg: TrainConfig) -> WorkerSpec:
             cfg.run.seed,
             cfg.ppo.memory_gradient_steps,
         ),
+        {"compile_act": rollout.compile_act},
     )
 
 

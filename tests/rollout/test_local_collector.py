@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 import subprocess
 import sys
 
@@ -187,3 +189,30 @@ def test_truncation_values_are_final_observation_values_with_the_episodes_memory
         checked += 1
     assert checked >= 2  # CartPole rarely fails within 4 random steps
     assert (frag.truncation_values[~truncated] == 0).all()
+
+
+@pytest.mark.slow
+def test_a_compiled_policy_step_samples_the_eager_fragments() -> None:
+    """``rollout.compile_act`` changes how the step is computed, not what is sampled: the same
+    actions from the same generator, values and memories to float tolerance, across episode
+    starts and the extra rows of time-limited episodes' final observations (a batch whose
+    size changes from step to step). A copy (Ray's pickle, export's deepcopy) runs eager."""
+    torch.manual_seed(0)
+    cfg = _cfg("env.max_episode_steps=4", "model.prev_action_reward=true")
+    weights = build_model(cfg).state_dict()
+    workers = [
+        RolloutWorker(cfg.env, cfg.model, 3, 10, seed=0, compile_act=flag) for flag in (False, True)
+    ]
+    for worker in workers:
+        worker.set_weights(weights, 0)
+    for _ in range(2):  # the second fragment starts from carried memory
+        eager, compiled = (worker.sample() for worker in workers)
+        assert compiled.truncated.any() and compiled.episode_start.any()
+        np.testing.assert_array_equal(compiled.actions, eager.actions)
+        for name in ("log_probs", "values", "truncation_values"):
+            np.testing.assert_allclose(getattr(compiled, name), getattr(eager, name), atol=1e-5)
+    assert workers[1].model._compiled_step is not None
+    assert copy.deepcopy(workers[1].model)._compiled_step is None
+    assert pickle.loads(pickle.dumps(workers[1].model))._compiled_step is None
+    for worker in workers:
+        worker.close()
