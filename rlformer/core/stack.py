@@ -185,10 +185,9 @@ class MemoryCore(nn.Module):
         layout = build_layout(memory.valid, episode_start, padding_mask, x.shape[1], mem_len)
         # Graph capture (torch.compile, torch.export) builds the next memory without in-place
         # writes: exported, a write into one layer's slice scatters into the whole tensor.
+        # Tested first, so that no graph meets the cache's inference-mode probe (a graph break).
         traced = torch.compiler.is_compiling()
-        caching = (
-            not traced and self._projection_cache_enabled()
-        )  # no inference-mode probe in a graph
+        caching = not traced and self._projection_cache_enabled()
         cached = self._cached_projections(memory) if caching else None
         batch, width = x.shape[0], self.cfg.d_model
         new_hidden = None
