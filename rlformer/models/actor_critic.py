@@ -191,16 +191,6 @@ class ActorCritic(nn.Module):
         """
         self._compiled_step = torch.compile(self._step_impl, dynamic=True)
 
-    def _step(
-        self,
-        obs: Tree,
-        state: AgentState,
-        episode_start: torch.Tensor,
-        action_mask: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, AgentState]:
-        step = self._step_impl if self._compiled_step is None else self._compiled_step
-        return step(obs, state, episode_start, action_mask)
-
     @property
     def continuous(self) -> bool:
         return isinstance(self.action_space, gym.spaces.Box)
@@ -254,7 +244,8 @@ class ActorCritic(nn.Module):
         ``obs`` is a tensor (flat spaces) or a leaf dict of tensors (see spaces.py), batch first.
         ``action_mask [B, n]`` (bool) rules out the actions it marks False (distributions.py).
         """
-        params, value, new_state = self._step(obs, state, episode_start, action_mask)
+        step = self._step_impl if self._compiled_step is None else self._compiled_step
+        params, value, new_state = step(obs, state, episode_start, action_mask)
         action = self.dist.sample(params, deterministic, generator)
         log_prob, _ = self.dist.log_prob_entropy(params, action)
         if self.prev_action_reward:
