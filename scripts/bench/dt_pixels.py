@@ -220,14 +220,15 @@ def collect(policy: Checkpoint, out: Path, args: argparse.Namespace, seed: int) 
 def check_recording(
     path: Path, data: Dataset, policy: Checkpoint, args: argparse.Namespace
 ) -> None:
-    """An existing file is reused only if it is the recording this invocation would make."""
+    """An existing file is reused only if it is the recording this invocation would make.
+
+    The policy counts as the same by its run folder and checkpoint name, not by where the run
+    lies: a PPO run moved or its parent renamed keeps its recordings."""
     meta = data.metadata
-    expected = {
-        "policy": str(policy.path),
-        "random_fraction": args.random_fraction,
-        "num_envs": args.num_envs,
-    }
+    expected = {"random_fraction": args.random_fraction, "num_envs": args.num_envs}
     wrong = [f"{k} {meta.get(k)!r} (wanted {v!r})" for k, v in expected.items() if meta.get(k) != v]
+    if Path(str(meta.get("policy"))).parts[-3:] != policy.path.parts[-3:]:
+        wrong.insert(0, f"policy {meta.get('policy')!r} (wanted {str(policy.path)!r})")
     if data.num_transitions != args.transitions:
         wrong.append(f"{data.num_transitions} transitions (wanted {args.transitions})")
     if wrong:
@@ -374,7 +375,8 @@ def progress(run_dir: Path) -> int:
 
 def train_run(cfg: TrainConfig) -> tuple[Path, float, bool]:
     """(run directory, seconds trained here, resumed): a finished run of this name is reused,
-    a killed one resumed from its newest checkpoint, else a new one trained."""
+    a killed one resumed from its newest checkpoint (with the dataset where it lies now, should
+    the root have moved), else a new one trained."""
     root, name = Path(cfg.run.root), cfg.run.name
     pattern = re.compile(rf"{re.escape(name)}-\d{{8}}-\d{{6}}(-\d+)?")
     earlier = [p for p in root.glob(f"{name}-*") if p.is_dir() and pattern.fullmatch(p.name)]
@@ -383,7 +385,9 @@ def train_run(cfg: TrainConfig) -> tuple[Path, float, bool]:
     if started and started[-1][0] >= cfg.dt.train_steps:
         return started[-1][2], 0.0, True
     if started:
-        run_dir = resume(started[-1][2], trust=True).run_dir  # its env imports are ours
+        dataset_here = [f"dt.dataset={cfg.dt.dataset}"]
+        # trust: its env imports are ours
+        run_dir = resume(started[-1][2], dataset_here, trust=True).run_dir
         return run_dir, time.perf_counter() - start, True
     run_dir = train(cfg).run_dir
     return run_dir, time.perf_counter() - start, False

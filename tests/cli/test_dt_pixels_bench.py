@@ -3,16 +3,22 @@ episodes its statistics count, and its whole pipeline at a tiny size on real Min
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from rlformer.config import load_config
-from rlformer.data.d4rl_format import read_d4rl
+import rlformer.learners.dt as dt_module
+from rlformer.config import TrainConfig, load_config
+from rlformer.data.d4rl_format import read_d4rl, write_d4rl
 from rlformer.data.episodes import Dataset, Episode
+from rlformer.data.synthetic import tmaze_walks
+from rlformer.interrupts import Interrupted
 from rlformer.training import train
 
 REPO = Path(__file__).parents[2]
@@ -64,6 +70,73 @@ def test_statistics_leave_out_the_episodes_the_recording_cut_off() -> None:
     other = Dataset(episodes[:2], "d4rl:y.hdf5", {"num_envs": 2})  # keeps 5.0 alone
     stats = dt_pixels.data_stats([recording, other])
     assert (stats.mean, stats.best, stats.episodes, stats.transitions) == (5.5, 9.0, 4, 12)
+
+
+def test_a_recording_is_reused_after_its_ppo_run_moved_but_not_from_another_run(
+    tmp_path: Path,
+) -> None:
+    """The recorded policy path names where the run lay; a renamed parent folder keeps the run
+    (its folder and checkpoint names), another run or another setting does not."""
+    recorded = "/old/place/ppo_seaquest-20261127/checkpoints/ckpt_000819200.pt"
+    data = Dataset([_episode(1.0, True)], "d4rl:x.hdf5", {"policy": recorded, "num_envs": 2})
+    args = argparse.Namespace(random_fraction=0.1, num_envs=2, transitions=data.num_transitions)
+    data.metadata["random_fraction"] = 0.1
+    moved = Path("/new/place/ppo_seaquest-20261127/checkpoints/ckpt_000819200.pt")
+    dt_pixels.check_recording(tmp_path / "x.hdf5", data, dt_pixels.Checkpoint(moved, 1, 1.0), args)
+    for other in (
+        Path("/old/place/ppo_seaquest-20261128/checkpoints/ckpt_000819200.pt"),
+        Path("/old/place/ppo_seaquest-20261127/checkpoints/ckpt_000716800.pt"),
+    ):
+        with pytest.raises(SystemExit, match="recorded otherwise: policy"):
+            dt_pixels.check_recording(
+                tmp_path / "x.hdf5", data, dt_pixels.Checkpoint(other, 1, 1.0), args
+            )
+    args.num_envs = 4
+    with pytest.raises(SystemExit, match="num_envs 2 \\(wanted 4\\)"):
+        dt_pixels.check_recording(
+            tmp_path / "x.hdf5", data, dt_pixels.Checkpoint(moved, 1, 1.0), args
+        )
+
+
+def test_a_killed_run_resumes_after_its_root_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's config names the dataset where it lay; a killed run under a moved root resumes
+    with the dataset where it lies now and ends at the full length."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    (old / "data").mkdir(parents=True)
+    walks = tmp_path / "old" / "data" / "walks.hdf5"
+    write_d4rl(walks, tmaze_walks(4, 40, seed=0, p_correct=0.75), {"env_id": "rlformer/TMaze-v0"})
+
+    def config(root: Path) -> TrainConfig:
+        return load_config(
+            None,
+            [
+                *("algo=dt", "env.id=rlformer/TMaze-v0", "env.kwargs.length=4"),
+                *(f"dt.dataset={root / 'data' / 'walks.hdf5'}", "dt.context=3"),
+                *("dt.batch_size=8", "dt.train_steps=20", "dt.log_every=2"),
+                *("dt.core.n_layers=1", "dt.core.d_model=16", "dt.core.d_ff=32"),
+                *("eval.episodes=0", f"run.root={root / 'runs'}", "run.name=walks"),
+                "run.progress=false",
+            ],
+        )
+
+    real = dt_module.DTLearner.update
+
+    def update(self, windows):  # noqa: ANN001, ANN202 - same signature as DTLearner.update
+        metrics = real(self, windows)
+        if self.step == 7:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return metrics
+
+    monkeypatch.setattr(dt_module.DTLearner, "update", update)
+    with pytest.raises(Interrupted):
+        train(config(old))
+    monkeypatch.undo()
+    old.rename(new)
+    run_dir, _, resumed = dt_pixels.train_run(config(new))
+    assert resumed and run_dir.parent == new / "runs"
+    assert dt_pixels.progress(run_dir) == 20
 
 
 @pytest.mark.slow
