@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
 from pathlib import Path
@@ -13,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import rlformer.learners.dt as dt_module
 from rlformer.config import TrainConfig, load_config
 from rlformer.data.d4rl_format import read_d4rl, write_d4rl
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.synthetic import tmaze_walks
 from rlformer.interrupts import Interrupted
 from rlformer.training import train
+from tests.reliability.test_dt_reliability import _config as dt_run_config
+from tests.reliability.test_dt_reliability import _signal_at_step as signal_at_step
 
 REPO = Path(__file__).parents[2]
 sys.path.insert(0, str(REPO / "scripts" / "bench"))
@@ -105,38 +105,23 @@ def test_a_killed_run_resumes_after_its_root_moved(
     with the dataset where it lies now and ends at the full length."""
     old, new = tmp_path / "old", tmp_path / "new"
     (old / "data").mkdir(parents=True)
-    walks = tmp_path / "old" / "data" / "walks.hdf5"
-    write_d4rl(walks, tmaze_walks(4, 40, seed=0, p_correct=0.75), {"env_id": "rlformer/TMaze-v0"})
+    write_d4rl(
+        old / "data" / "walks.hdf5",
+        tmaze_walks(4, 40, seed=0, p_correct=0.75),
+        {"env_id": "rlformer/TMaze-v0"},
+    )
 
     def config(root: Path) -> TrainConfig:
-        return load_config(
-            None,
-            [
-                *("algo=dt", "env.id=rlformer/TMaze-v0", "env.kwargs.length=4"),
-                *(f"dt.dataset={root / 'data' / 'walks.hdf5'}", "dt.context=3"),
-                *("dt.batch_size=8", "dt.train_steps=20", "dt.log_every=2"),
-                *("dt.core.n_layers=1", "dt.core.d_model=16", "dt.core.d_ff=32"),
-                *("eval.episodes=0", f"run.root={root / 'runs'}", "run.name=walks"),
-                "run.progress=false",
-            ],
-        )
+        return dt_run_config(root / "data" / "walks.hdf5", root / "runs", "run.name=walks")
 
-    real = dt_module.DTLearner.update
-
-    def update(self, windows):  # noqa: ANN001, ANN202 - same signature as DTLearner.update
-        metrics = real(self, windows)
-        if self.step == 7:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return metrics
-
-    monkeypatch.setattr(dt_module.DTLearner, "update", update)
+    signal_at_step(monkeypatch, 7, signal.SIGTERM)
     with pytest.raises(Interrupted):
         train(config(old))
     monkeypatch.undo()
     old.rename(new)
     run_dir, _, resumed = dt_pixels.train_run(config(new))
     assert resumed and run_dir.parent == new / "runs"
-    assert dt_pixels.progress(run_dir) == 20
+    assert dt_pixels.progress(run_dir) == config(new).dt.train_steps
 
 
 @pytest.mark.slow

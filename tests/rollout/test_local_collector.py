@@ -194,9 +194,10 @@ def test_truncation_values_are_final_observation_values_with_the_episodes_memory
 @pytest.mark.slow
 def test_a_compiled_policy_step_samples_the_eager_fragments() -> None:
     """``rollout.compile_act`` changes how the step is computed, not what is sampled: the same
-    actions from the same generator, values and memories to float tolerance, across episode
-    starts and the extra rows of time-limited episodes' final observations (a batch whose
-    size changes from step to step). A copy (Ray's pickle, export's deepcopy) runs eager."""
+    actions from the same generator, log-probabilities and values to float tolerance, across
+    episode starts, carried memory and the extra rows of time-limited episodes' final
+    observations (a batch whose size changes from step to step). A copy (Ray's pickle,
+    export's deepcopy) runs eager."""
     torch.manual_seed(0)
     cfg = _cfg("env.max_episode_steps=4", "model.prev_action_reward=true")
     weights = build_model(cfg).state_dict()
