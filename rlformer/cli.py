@@ -54,6 +54,9 @@ TRUST_HELP = (
     "Also load checkpoints that need unpickling (written by an older rlformer, or env states "
     "from another user or machine). Unpickling can run code: only for files you trust."
 )
+# Flags take one form (no --no- twin): the default is always off, and a twin column would
+# squeeze every command's help.
+TrustCheckpoint = Annotated[bool, typer.Option("--trust-checkpoint", help=TRUST_HELP)]
 
 
 def fail(message: str, code: int = USER_ERROR_EXIT) -> NoReturn:
@@ -100,11 +103,12 @@ def train(
         Path | None,
         typer.Option(help="Continue this run directory from its newest readable checkpoint."),
     ] = None,
-    trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
+    trust_checkpoint: TrustCheckpoint = False,
     dry_run: Annotated[
         bool,
         typer.Option(
-            help="Check the config, the env, the model and the run folder, then stop (no run)."
+            "--dry-run",
+            help="Check the config, the env, the model and the run folder, then stop (no run).",
         ),
     ] = False,
 ) -> None:
@@ -177,8 +181,9 @@ def evaluate(
     stochastic: Annotated[
         bool,
         typer.Option(
+            "--stochastic",
             help="Sample actions instead of the mode (Decision Transformers: online DTs and "
-            "discrete-action DTs)."
+            "discrete-action DTs).",
         ),
     ] = False,
     target_return: Annotated[
@@ -214,7 +219,7 @@ def evaluate(
             "SB3 models and ONNX exports act on the CPU)."
         ),
     ] = "cpu",
-    trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
+    trust_checkpoint: TrustCheckpoint = False,
 ) -> None:
     """Evaluate agents: mean, std, median, IQM with bootstrap 95% CIs, D4RL score, success.
 
@@ -433,9 +438,12 @@ def collect(
         float, typer.Option(min=0.0, max=1.0, help="Share of steps with a uniformly random action.")
     ] = 0.0,
     stochastic: Annotated[
-        bool, typer.Option(help="Sample a trained policy's actions instead of taking the mode.")
+        bool,
+        typer.Option(
+            "--stochastic", help="Sample a trained policy's actions instead of taking the mode."
+        ),
     ] = False,
-    trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
+    trust_checkpoint: TrustCheckpoint = False,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -531,7 +539,7 @@ def export(
             help="onnx (policy.onnx, runs with onnxruntime alone) or torch-export (policy.pt2).",
         ),
     ] = "onnx",
-    trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
+    trust_checkpoint: TrustCheckpoint = False,
 ) -> None:
     """Export a trained policy's act step (PPO actor or Decision Transformer) for deployment.
 
@@ -577,8 +585,9 @@ def serve_command(
     stateless: Annotated[
         bool,
         typer.Option(
+            "--stateless",
             help="Keep no sessions: POST /v1/act carries the sealed state of the previous answer, "
-            "and any replica answers."
+            "and any replica answers.",
         ),
     ] = False,
     state_key_file: Annotated[
@@ -588,7 +597,7 @@ def serve_command(
             "(default: a random key per start, so blobs die with the server)."
         ),
     ] = None,
-    trust_checkpoint: Annotated[bool, typer.Option(help=TRUST_HELP)] = False,
+    trust_checkpoint: TrustCheckpoint = False,
 ) -> None:
     """Serve a policy over HTTP/JSON with Ray Serve, each client session's memory on the server.
 
@@ -653,7 +662,7 @@ def sweep_run(
         typer.Option("--dir", help="Sweep folder (default: the file's `dir`, else sweeps/NAME)."),
     ] = None,
     dry_run: Annotated[
-        bool, typer.Option(help="Validate the file and list the trials, then stop.")
+        bool, typer.Option("--dry-run", help="Validate the file and list the trials, then stop.")
     ] = False,
 ) -> None:
     """Run a sweep file's trials on Ray Tune (same command again: continue a killed sweep).

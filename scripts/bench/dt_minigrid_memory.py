@@ -314,7 +314,7 @@ def record(args: argparse.Namespace, teacher_dir: Path) -> Path:
         str(args.random_fraction),
         "--num-envs",
         str(args.record_envs),
-        "--no-stochastic" if args.greedy_teacher else "--stochastic",
+        *([] if args.greedy_teacher else ["--stochastic"]),
     ]
     print("$ " + " ".join(command), flush=True)
     subprocess.run(command, check=True)

@@ -89,7 +89,6 @@ OPTIONS: dict[str, dict[str, list[str] | None]] = {
     # option -> its values (None: a flag)
     "train": {
         "--set": SETS, "--resume": PATHS, "--trust-checkpoint": None, "--dry-run": None,
-        "--no-trust-checkpoint": None,
     },
     "eval": {
         "--env": ENVS, "--suite": PATHS, "--episodes": NUMBERS, "--seeds": NUMBERS,
