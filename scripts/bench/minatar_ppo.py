@@ -4,7 +4,9 @@ at the budget of the published MinAtar curves, reported beside those published f
 Each (game, seed) is one ``rlformer train`` run of ``configs/minatar/ppo_GAME.yaml`` (its header
 says why each setting) named ``ppo_GAME_seedS``, under ``--root``:
 
-* a run of that name whose saved config trains ``--steps`` env steps and which finished (it has
+* a run of that name whose saved config trains ``--steps`` env steps with the same settings
+  (the config's env, rollout, model and ppo sections with ``--set`` applied, compared after
+  loading, so a key added since at its default still matches) and which finished (it has
   ``eval.json``, the final evaluation) is not trained again;
 * one killed before it finished is continued from its newest checkpoint with
   ``rlformer train --resume DIR --trust-checkpoint`` (the config's ``env.imports`` entry names a
@@ -13,8 +15,10 @@ says why each setting) named ``ppo_GAME_seedS``, under ``--root``:
 * otherwise a new run starts. Every checkpoint is kept (``run.keep_checkpoints``): the offline-data
   benchmark ``scripts/bench/dt_pixels.py`` picks its medium policy among them.
 
-A run whose saved ``ppo.total_steps`` differs from ``--steps`` is another measurement and is
-ignored. When a run has finished, one JSON row goes to ``--out``: the final evaluation's mean and
+A run whose saved ``ppo.total_steps`` differs from ``--steps``, or whose settings differ, is
+another measurement and is ignored; rows are keyed by (game, seed, budget, settings digest), so
+``--set ppo.learning_rate=...`` measures a variant beside the config's rows. When a run has
+finished, one JSON row goes to ``--out``: the final evaluation's mean and
 std over its episodes (``eval.json``: 100 episodes, sampled actions), the training
 ``rollout/return_mean`` at the end (the last 100 training episodes, sampled actions: what the
 published curves plot), the training loop's seconds (the sum of every iteration's
@@ -24,7 +28,8 @@ wrote the row. ``source`` says how the run came to finish: ``trained`` or ``resu
 ``found`` already finished under ``--root`` (its commit is then the checkout that wrote the row,
 not necessarily the one that trained).
 
-The report, per game and budget: mean [bootstrap 95% CI] over seeds of both figures, the
+The report, per game, budget and settings (titled by the ppo keys that differ from the config
+file): mean [bootstrap 95% CI] over seeds of both figures, the
 published figures beside them labelled as published with their source (:data:`PUBLISHED`), and a
 learning-curve PNG (training return against env steps, one line per seed) next to the rows. It
 is printed and written to ``--out`` with ``.md``. ``--report-only`` trains nothing: it adds rows
@@ -32,12 +37,14 @@ for runs found finished under ``--root`` (reading them only) and renders the rep
 
     .venv/bin/python scripts/bench/minatar_ppo.py                  # 2 games x 3 seeds x 5M steps
     .venv/bin/python scripts/bench/minatar_ppo.py --games breakout --seeds 1 --steps 100000
+    .venv/bin/python scripts/bench/minatar_ppo.py --games breakout --set ppo.learning_rate=0.00025
     .venv/bin/python scripts/bench/minatar_ppo.py --report-only
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import re
@@ -54,7 +61,7 @@ import torch
 import yaml
 from memory_suite import CODE_VERSION
 
-from rlformer.config import load_config
+from rlformer.config import ConfigError, TrainConfigBase, load_config, load_saved_config
 from rlformer.evaluation.plots import plot_learning_curves
 from rlformer.evaluation.statistics import summarize_scores
 from rlformer.runs import RunLock, read_metrics
@@ -73,6 +80,29 @@ INTERRUPTED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 
 def config_path(game: str) -> Path:
     return REPO / "configs" / "minatar" / f"ppo_{game}.yaml"
+
+
+TRAINING_SECTIONS = ("env", "rollout", "model", "ppo")
+"""The config sections whose values make a run another measurement (run.* names and places it)."""
+
+
+def configured(game: str, sets: Sequence[str] = ()) -> TrainConfigBase:
+    """The game's config file with ``--set`` items applied."""
+    return load_config(config_path(game), list(sets))
+
+
+def training_settings(cfg: TrainConfigBase) -> dict[str, dict]:
+    """The sections of :data:`TRAINING_SECTIONS`, without the budget (a key of its own)."""
+    dumped = cfg.model_dump(mode="json")
+    sections = {name: dumped[name] for name in TRAINING_SECTIONS}
+    sections["ppo"] = {k: v for k, v in sections["ppo"].items() if k != "total_steps"}
+    return sections
+
+
+def settings_digest(cfg: TrainConfigBase) -> str:
+    """Short digest of :func:`training_settings`: runs and rows of other settings differ."""
+    text = json.dumps(training_settings(cfg), sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
 
 
 def run_name(game: str, seed: int) -> str:
@@ -141,12 +171,13 @@ class FoundRun:
     checkpointed: int  # env steps of its newest checkpoint file, 0 without one
 
 
-def saved_total_steps(run_dir: Path) -> int | None:
-    """``ppo.total_steps`` of a run's saved config, None where it cannot be read."""
+def saved_budget_and_digest(run_dir: Path) -> tuple[int, str] | None:
+    """(``ppo.total_steps``, settings digest) of a run's saved config, None where it cannot be
+    read (missing, not YAML, not a config of this rlformer)."""
     try:
-        saved = yaml.safe_load((run_dir / "config.yaml").read_text())
-        return int(saved["ppo"]["total_steps"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        saved = load_saved_config(run_dir / "config.yaml")
+        return int(saved.ppo.total_steps), settings_digest(saved)
+    except (OSError, yaml.YAMLError, ConfigError, AttributeError):
         return None
 
 
@@ -159,16 +190,16 @@ def checkpointed_steps(run_dir: Path) -> int:
     return max(steps, default=0)
 
 
-def find_runs(root: Path, game: str, seed: int, steps: int) -> list[FoundRun]:
-    """The run directories under ``root`` named for (game, seed) that train ``steps`` env steps,
-    oldest first (their names end in a timestamp)."""
+def find_runs(root: Path, game: str, seed: int, steps: int, digest: str) -> list[FoundRun]:
+    """The run directories under ``root`` named for (game, seed) that train ``steps`` env steps
+    with the settings of ``digest``, oldest first (their names end in a timestamp)."""
     name = run_name(game, seed)
     pattern = re.compile(rf"{re.escape(name)}-\d{{8}}-\d{{6}}(-\d+)?")
     found = []
     for path in sorted(root.glob(f"{name}-*")) if root.is_dir() else []:
         if not (path.is_dir() and pattern.fullmatch(path.name)):
             continue
-        if saved_total_steps(path) != steps:
+        if saved_budget_and_digest(path) != (steps, digest):
             continue
         found.append(FoundRun(path, (path / "eval.json").is_file(), checkpointed_steps(path)))
     return found
@@ -187,11 +218,13 @@ class Plan:
     run_dir: Path | None = None
 
 
-def plan(root: Path, game: str, seed: int, steps: int, train: bool = True) -> Plan:
+def plan(
+    root: Path, game: str, seed: int, steps: int, train: bool = True, sets: Sequence[str] = ()
+) -> Plan:
     """The newest finished run is read; else the run with the most checkpointed is continued,
     unless some unfinished one is held by another process; else a new run starts. An unfinished
     directory without a checkpoint (killed before its first) is left as it is."""
-    runs = find_runs(root, game, seed, steps)
+    runs = find_runs(root, game, seed, steps, settings_digest(configured(game, sets)))
     finished = [r for r in runs if r.finished]
     if finished:
         return Plan("row", finished[-1].path)
@@ -218,8 +251,11 @@ def keep_checkpoints(game: str, steps: int) -> int:
     return max(KEEP_CHECKPOINTS, written)
 
 
-def start_arguments(game: str, seed: int, steps: int, root: Path) -> list[str]:
-    """``rlformer train``'s arguments for a new run of (game, seed) at ``steps``."""
+def start_arguments(
+    game: str, seed: int, steps: int, root: Path, sets: Sequence[str] = ()
+) -> list[str]:
+    """``rlformer train``'s arguments for a new run of (game, seed) at ``steps``, ``--set``
+    items last."""
     settings = [
         f"run.seed={seed}",
         f"run.root={root}",
@@ -227,6 +263,7 @@ def start_arguments(game: str, seed: int, steps: int, root: Path) -> list[str]:
         "run.progress=false",
         f"run.keep_checkpoints={keep_checkpoints(game, steps)}",
         f"ppo.total_steps={steps}",
+        *sets,
     ]
     return [str(config_path(game)), *(item for s in settings for item in ("--set", s))]
 
@@ -263,16 +300,19 @@ class Row:
     commit: str | None
     source: Literal["trained", "resumed", "found"]
     run_dir: str
+    settings_digest: str | None = None  # settings_digest() of the run's config
+    ppo: dict | None = None  # its ppo section (the report names the keys that differ)
 
 
-def row_key(game: str, seed: int, steps: int) -> tuple[str, int, int]:
-    return (game, seed, steps)
+def row_key(game: str, seed: int, steps: int, digest: str | None) -> tuple:
+    return (game, seed, steps, digest)
 
 
 def read_row(game: str, seed: int, steps: int, run_dir: Path, source: str) -> Row:
     """The row of a finished run, from its eval.json and metrics.jsonl."""
     evaluation = json.loads((run_dir / "eval.json").read_text())
     metrics = read_metrics(run_dir)
+    saved = load_saved_config(run_dir / "config.yaml")
     trained = [m for m in metrics if "time/iteration_s" in m]
     returns = [m[CURVE_METRIC] for m in metrics if CURVE_METRIC in m]
     env_steps = int(max(m["step"] for m in metrics))
@@ -291,6 +331,8 @@ def read_row(game: str, seed: int, steps: int, run_dir: Path, source: str) -> Ro
         CODE_VERSION,
         source,  # type: ignore[arg-type]
         str(run_dir),
+        settings_digest(saved),
+        training_settings(saved)["ppo"],
     )
 
 
@@ -314,11 +356,11 @@ def append_row(out: Path, row: Row) -> None:
 
 
 def measure(
-    game: str, seed: int, steps: int, root: Path, train: bool
+    game: str, seed: int, steps: int, root: Path, train: bool, sets: Sequence[str] = ()
 ) -> tuple[Row | None, str | None]:
-    """One (game, seed, budget) without a row: (its row once finished, else None; a failure's
-    description, else None). Trains only with ``train``."""
-    step = plan(root, game, seed, steps, train)
+    """One (game, seed, budget, settings) without a row: (its row once finished, else None; a
+    failure's description, else None). Trains only with ``train``."""
+    step = plan(root, game, seed, steps, train, sets)
     label = f"{game} seed {seed} at {steps:,} steps"
     if step.action == "row":
         assert step.run_dir is not None
@@ -337,13 +379,13 @@ def measure(
         code = rlformer_train(["--resume", str(step.run_dir), "--trust-checkpoint"])
         source = "resumed"
     else:
-        code = rlformer_train(start_arguments(game, seed, steps, root))
+        code = rlformer_train(start_arguments(game, seed, steps, root, sets))
         source = "trained"
     if code in INTERRUPTED:  # stopped by the user: so is the benchmark, resumable as the run
         raise SystemExit(f"{label}: rlformer train was interrupted ({code}); run this again")
     if code != 0:
         return None, f"{label}: rlformer train exited with {code}"
-    done = plan(root, game, seed, steps, train=False)
+    done = plan(root, game, seed, steps, False, sets)
     if done.action != "row" or done.run_dir is None:
         return None, f"{label}: rlformer train exited 0 but no finished run is under {root}"
     return read_row(game, seed, steps, done.run_dir, source), None
@@ -359,18 +401,37 @@ def _steps(steps: int) -> str:
     return f"{steps:,}"
 
 
-def plot_path(out: Path, game: str, steps: int) -> Path:
-    return out.parent / f"ppo_{game}_{steps}steps.png"
+def is_config_file(game: str, digest: str | None) -> bool:
+    """Whether rows of ``digest`` trained with the game's config file as it is now."""
+    return digest == settings_digest(configured(game))
+
+
+def plot_path(out: Path, game: str, steps: int, digest: str | None = None) -> Path:
+    """The curves' PNG: named by game and budget, and by the settings digest for a variant."""
+    tail = "" if digest is None or is_config_file(game, digest) else f"_{digest}"
+    return out.parent / f"ppo_{game}_{steps}steps{tail}.png"
+
+
+def settings_label(game: str, rows: list[Row]) -> str:
+    """How the rows' settings differ from the config file: its ppo keys as ``--set`` items (or
+    the digest where the difference lies elsewhere); empty for the config file itself."""
+    digest, ppo = rows[0].settings_digest, rows[0].ppo
+    if digest is None or is_config_file(game, digest):
+        return ""
+    current = training_settings(configured(game))["ppo"]
+    changed = [f"ppo.{k}={v}" for k, v in sorted((ppo or {}).items()) if current.get(k) != v]
+    return ", with " + (" ".join(f"`{c}`" for c in changed) if changed else f"settings {digest}")
 
 
 def game_section(game: str, steps: int, rows: list[Row], plot: Path | None) -> list[str]:
-    """One game at one budget: ours (mean [95% CI] over seeds) and the published figures."""
+    """One game at one budget and settings: ours (mean [95% CI] over seeds) and the published
+    figures."""
     rows = sorted(rows, key=lambda r: r.seed)
     train = [r.train_return_mean for r in rows if r.train_return_mean is not None]
     episodes = sorted({r.eval_episodes for r in rows})
     lines = [
         "",
-        f"## {game} ({GAMES[game]}), {steps:,} steps",
+        f"## {game} ({GAMES[game]}), {steps:,} steps{settings_label(game, rows)}",
         "",
         "| agent | steps | training return, last 100 episodes | final evaluation | seeds / runs |",
         "| --- | --- | --- | --- | --- |",
@@ -431,10 +492,16 @@ def report(rows: list[Row], out: Path) -> str:
         "",
         *(f"- **{name}**: {text}." for name, text in SOURCES.items()),
     ]
-    groups = sorted({(r.game, r.steps) for r in rows}, key=lambda g: (list(GAMES).index(g[0]), g))
-    for game, steps in groups:
-        mine = [r for r in rows if (r.game, r.steps) == (game, steps)]
-        lines += game_section(game, steps, mine, draw_curves(mine, plot_path(out, game, steps)))
+    groups = sorted(
+        {(r.game, r.steps, r.settings_digest or "") for r in rows},
+        key=lambda g: (list(GAMES).index(g[0]), g[1], not is_config_file(g[0], g[2]), g[2]),
+    )
+    for game, steps, digest in groups:
+        mine = [
+            r for r in rows if (r.game, r.steps, r.settings_digest or "") == (game, steps, digest)
+        ]
+        plot = draw_curves(mine, plot_path(out, game, steps, digest or None))
+        lines += game_section(game, steps, mine, plot)
     return "\n".join(lines) + "\n"
 
 
@@ -455,25 +522,37 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--root", type=Path, default=DEFAULT_ROOT, help="folder of the run directories")
     add("--out", type=Path, default=DEFAULT_OUT, help="result rows (JSONL); report and PNGs beside")
     add("--report-only", action="store_true", help="train nothing; rows for finished runs only")
+    add(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override for every run (repeatable): a variant, keyed apart from the config's",
+    )
     return parser.parse_args(argv)
 
 
-def budget(game: str, steps: int | None) -> int:
-    return steps if steps is not None else int(load_config(config_path(game)).ppo.total_steps)
+def budget(game: str, steps: int | None, sets: Sequence[str] = ()) -> int:
+    return steps if steps is not None else int(configured(game, sets).ppo.total_steps)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(1)
+    try:
+        digests = {game: settings_digest(configured(game, args.sets)) for game in args.games}
+    except ConfigError as err:
+        raise SystemExit(f"error: --set: {err}") from None
     rows = read_rows(args.out)
-    done = {row_key(r.game, r.seed, r.steps) for r in rows}
+    done = {row_key(r.game, r.seed, r.steps, r.settings_digest) for r in rows}
     failures = []
     for seed in range(args.seeds):  # every game gets seed 0 before any gets seed 1
         for game in args.games:
-            steps = budget(game, args.steps)
-            if row_key(game, seed, steps) in done:
+            steps = budget(game, args.steps, args.sets)
+            if row_key(game, seed, steps, digests[game]) in done:
                 continue
-            row, failure = measure(game, seed, steps, args.root, train=not args.report_only)
+            row, failure = measure(game, seed, steps, args.root, not args.report_only, args.sets)
             if failure is not None:
                 print(failure, flush=True)
                 failures.append(failure)

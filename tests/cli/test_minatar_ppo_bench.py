@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rlformer.runs import RunLock
 
@@ -18,12 +19,20 @@ import minatar_ppo  # noqa: E402
 
 
 def _fake_run(
-    root: Path, name: str, total_steps: int, checkpoints: tuple[int, ...] = (), finished=False
+    root: Path,
+    name: str,
+    total_steps: int,
+    checkpoints: tuple[int, ...] = (),
+    finished=False,
+    sets: tuple[str, ...] = (),
 ) -> Path:
-    """A run directory with what the plan reads: saved budget, checkpoint files, eval.json."""
+    """A run directory with what the plan reads: the saved config (the game's config file with
+    the budget and ``sets``), checkpoint files, eval.json."""
     run_dir = root / name
     (run_dir / "checkpoints").mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(f"algo: ppo\nppo:\n  total_steps: {total_steps}\n")
+    game = name.split("_")[1]
+    cfg = minatar_ppo.configured(game, [f"ppo.total_steps={total_steps}", *sets])
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     for step in checkpoints:
         (run_dir / "checkpoints" / f"ckpt_{step:09d}.pt").write_bytes(b"")
     if finished:
@@ -54,6 +63,28 @@ def test_plan_reads_a_finished_run_resumes_the_furthest_and_ignores_other_budget
     )
     finished = _fake_run(tmp_path, "ppo_breakout_seed0-20260101-000005", 1000, (1000,), True)
     assert plan(tmp_path, "breakout", 0, 1000) == minatar_ppo.Plan("row", finished)
+
+
+def test_runs_of_other_settings_are_other_measurements(tmp_path: Path) -> None:
+    """A run trained with another learning rate is not the config's run, and ``--set`` finds
+    it; a key added to the schema since a run started (absent from its saved config) still
+    matches at its default; a saved config this rlformer cannot read is no run of either."""
+    plan, lr = minatar_ppo.plan, ("ppo.learning_rate=0.00025",)
+    other = _fake_run(tmp_path, "ppo_breakout_seed0-20260101-000000", 1000, (1000,), True, lr)
+    assert plan(tmp_path, "breakout", 0, 1000) == minatar_ppo.Plan("start")
+    assert plan(tmp_path, "breakout", 0, 1000, sets=lr) == minatar_ppo.Plan("row", other)
+    assert minatar_ppo.settings_digest(
+        minatar_ppo.configured("breakout", lr)
+    ) != minatar_ppo.settings_digest(minatar_ppo.configured("breakout"))
+
+    same = _fake_run(tmp_path, "ppo_breakout_seed0-20260101-000001", 1000, (500,))
+    saved = yaml.safe_load((same / "config.yaml").read_text())
+    del saved["rollout"]["compile_act"]  # as written before that key existed (default: off)
+    (same / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert plan(tmp_path, "breakout", 0, 1000) == minatar_ppo.Plan("resume", same)
+    saved["ppo"]["no_such_key"] = 1
+    (same / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert plan(tmp_path, "breakout", 0, 1000) == minatar_ppo.Plan("start")
 
 
 def test_a_run_another_process_holds_is_left_to_it(tmp_path: Path) -> None:
@@ -132,3 +163,17 @@ def test_trains_skips_what_finished_resumes_a_killed_run_and_reports(tmp_path: P
     assert resumed["source"] == "resumed" and resumed["run_dir"] == str(run_dir)
     assert list(root.iterdir()) == [run_dir] and (run_dir / "eval.json").is_file()
     assert resumed["eval_return_mean"] == row["eval_return_mean"]  # same seeds, same weights
+
+    # A variant (--set): trained beside the config's run, its own row, section and PNG.
+    variant = [*argv, "--set", "ppo.learning_rate=0.00025"]
+    minatar_ppo.main(variant)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2 and rows[1]["ppo"]["learning_rate"] == 0.00025
+    assert rows[1]["settings_digest"] != rows[0]["settings_digest"]
+    assert len(list(root.iterdir())) == 2
+    report = out.with_suffix(".md").read_text()
+    assert "4,096 steps\n" in report
+    assert "4,096 steps, with `ppo.learning_rate=0.00025`\n" in report
+    assert (out.parent / f"ppo_breakout_4096steps_{rows[1]['settings_digest']}.png").is_file()
+    minatar_ppo.main(variant)  # found: nothing trains again
+    assert len(out.read_text().splitlines()) == 2 and len(list(root.iterdir())) == 2
