@@ -83,6 +83,18 @@ class ModelConfig(StrictModel):
         "On by default: without it the defaults learned neither Acrobot-v1 nor Pendulum-v1 in "
         "100k steps (docs/benchmarks/defaults.md).",
     )
+    value_scaling: (
+        Literal["none", "return_std", "percentile", "symlog", "symlog_percentile", "popart"] | None
+    ) = Field(
+        None,
+        description="How PPO copes with the reward's scale (rlformer/models/value_scaling.py); "
+        "set, it overrides normalize_reward. null: as normalize_reward says; none: rewards and "
+        "value targets as they are; return_std: rewards divided by the running return's std "
+        "(normalize_reward=true); percentile: advantages divided by max(1, P95 - P5 of returns), "
+        "EMA 0.99 (DreamerV3), instead of per-minibatch standardisation; symlog: the value head "
+        "predicts symlog(return); symlog_percentile: both; popart: a normalised value head "
+        "rescaled to preserve its outputs when the return statistics move (PopArt).",
+    )
     normalize_gamma: float = Field(
         0.99, ge=0, le=1, description="Discount of the return whose std scales rewards."
     )
@@ -97,6 +109,15 @@ class ModelConfig(StrictModel):
         if isinstance(value, dict):
             return {**actor_critic_core().model_dump(exclude_unset=True), **value}
         return value
+
+    @model_validator(mode="after")
+    def _value_scaling_decides_reward_normalisation(self) -> ModelConfig:
+        # Reward normalisation is one of the value_scaling choices; the others leave rewards
+        # as they are. Unset, normalize_reward keeps deciding (configs written before the key).
+        wanted = self.value_scaling == "return_std"
+        if self.value_scaling is not None and self.normalize_reward != wanted:
+            self.normalize_reward = wanted  # validated again, then equal: no further call
+        return self
 
     @model_validator(mode="after")
     def _minatar_features_unless_asked(self) -> ModelConfig:

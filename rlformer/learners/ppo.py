@@ -250,6 +250,11 @@ class PPOLearner:
         nonfinite: str = "stop",
     ) -> None:
         self.model = model.to(device)
+        scaling = model.value_scaling
+        if scaling is not None and scaling.percentile:
+            # Advantages divided by the return percentiles' range take the place of the
+            # per-minibatch standardisation, which would undo that scale.
+            cfg = cfg.model_copy(update={"norm_adv": False})
         self.cfg = cfg
         self.device = device
         self.total_iterations = max(total_iterations, 1)
@@ -293,6 +298,7 @@ class PPOLearner:
         lr = self._set_learning_rate()
         ent_coef = self._entropy_coef()
         batch = make_sequence_batch(fragment, self.cfg, self.device, self._return_rewards(fragment))
+        batch = self._scale_values(batch)
         self.model.train()
         stale = fragment.policy_version != self.iteration  # sampled by older weights
         if stale and self.cfg.decoupled_clip:
@@ -382,6 +388,24 @@ class PPOLearner:
         proximal = out.log_prob[:, batch.prefix_steps :]
         return batch._replace(
             old_log_probs=proximal, behaviour_weights=(proximal - batch.old_log_probs).exp()
+        )
+
+    def _scale_values(self, batch: SequenceBatch) -> SequenceBatch:
+        """``batch`` with ``model.value_scaling`` applied (unchanged without one): the
+        statistics updated with its returns (PopArt rescaling the value head so its decoded
+        outputs stay), value targets and rollout values in the head's units, advantages divided
+        by the percentile range.
+
+        Only the value head changes here, so the policy's first-epoch ratio stays 1.
+        """
+        scaling = self.model.value_scaling
+        if scaling is None:
+            return batch
+        scaling.update(batch.returns, self.model.value_head)
+        return batch._replace(
+            advantages=batch.advantages / scaling.advantage_scale(),
+            returns=scaling.encode(batch.returns),
+            old_values=scaling.encode(batch.old_values),
         )
 
     def _return_rewards(self, fragment: Fragment) -> np.ndarray | None:

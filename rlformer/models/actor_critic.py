@@ -38,6 +38,7 @@ from rlformer.models.reconstruction import ReconstructionHead
 from rlformer.models.recurrent import RecurrentState, RecurrentTorso
 from rlformer.models.spaces import Tree, check_observation_space
 from rlformer.models.torso import GTrXLTorso, MLPTorso
+from rlformer.models.value_scaling import ValueScaling
 
 _STATES = (Memory, RecurrentState)  # torso states with their own index / cat
 
@@ -98,7 +99,7 @@ class ActOutput(NamedTuple):
 
     action: torch.Tensor  # [B, *action_shape] (Box: the unclipped sample; see distributions.py)
     log_prob: torch.Tensor  # [B]
-    value: torch.Tensor  # [B]
+    value: torch.Tensor  # [B] a return (decoded from the head's units, see value_scaling.py)
     state: AgentState
 
 
@@ -107,7 +108,9 @@ class EvaluateOutput(NamedTuple):
 
     log_prob: torch.Tensor  # [B, T]
     entropy: torch.Tensor  # [B, T]
-    value: torch.Tensor  # [B, T]
+    # [B, T] in the value head's units: returns, or their symlog or PopArt-normalised form
+    # (model.value_scaling; ValueScaling.encode maps returns to them)
+    value: torch.Tensor
     # [B, T] per-step loss of the observation decoder (model.reconstruction), else None
     reconstruction_error: torch.Tensor | None = None
 
@@ -171,6 +174,11 @@ class ActorCritic(nn.Module):
         # None adds no state-dict keys, so models without it load checkpoints that lack it.
         self.reconstruction = (
             ReconstructionHead(self.encoder, width) if cfg.reconstruction else None
+        )
+        # Buffers only (no parameters, so no initial values drawn); None for none / return_std.
+        scaling = cfg.value_scaling
+        self.value_scaling = (
+            ValueScaling(scaling) if scaling not in (None, "none", "return_std") else None
         )
         self.register_load_state_dict_pre_hook(_rename_legacy_keys)
         self._compiled_step: Callable[..., Any] | None = None  # see compile_step
@@ -272,6 +280,8 @@ class ActorCritic(nn.Module):
         if action_mask is not None:
             params = self.dist.masked(params, action_mask)
         value = self.value_head(value_latent).squeeze(-1)
+        if self.value_scaling is not None:
+            value = self.value_scaling.decode(value)
         return params, value, AgentState(actor_mem, critic_mem)
 
     def evaluate(

@@ -46,7 +46,10 @@ def _max_ratio_error(cfg: TrainConfig, collector, model, fragments: int = 3) -> 
             out = model.evaluate(batch.obs, batch.actions, batch.state, batch.episode_start)
         ratio = (out.log_prob - batch.old_log_probs).exp()
         worst = max(worst, float((ratio - 1).abs().max()))
-        values_error = float((out.value - batch.old_values).abs().max())
+        old_values = batch.old_values  # returns; the head's units may differ (value_scaling)
+        if model.value_scaling is not None:
+            old_values = model.value_scaling.encode(old_values)
+        values_error = float((out.value - old_values).abs().max())
         assert values_error < 1e-4, "re-evaluated values differ from the rollout's"
     return worst, resets
 
@@ -66,14 +69,33 @@ def test_first_epoch_ratio_is_one_local(env_id: str, shared: bool, torso: str) -
     assert worst < 1e-5
 
 
-def test_learner_reports_ratio_one_then_moves() -> None:
+VALUE_SCALING = ["none", "return_std", "percentile", "symlog", "symlog_percentile", "popart"]
+
+
+@pytest.mark.parametrize("value_scaling", VALUE_SCALING)
+def test_first_epoch_ratio_is_one_with_value_scaling(value_scaling: str) -> None:
     torch.manual_seed(0)
-    cfg = _config("CartPole-v1")
+    cfg = _config("rlformer/TMaze-v0", **{"model.value_scaling": value_scaling})
+    model = build_model(cfg)
+    collector = LocalCollector(cfg)
+    worst, resets = _max_ratio_error(cfg, collector, model)
+    collector.close()
+    assert resets > 0
+    assert worst < 1e-5
+
+
+@pytest.mark.parametrize("value_scaling", [None, *VALUE_SCALING])
+def test_learner_reports_ratio_one_then_moves(value_scaling: str | None) -> None:
+    # Three updates: the statistics of value_scaling (percentiles, PopArt's) move before each
+    # update's loss, and PopArt rescales the value head, which must leave the policy alone.
+    torch.manual_seed(0)
+    extra = {} if value_scaling is None else {"model.value_scaling": value_scaling}
+    cfg = _config("CartPole-v1", **extra)
     model = build_model(cfg)
     collector = LocalCollector(cfg)
     learner = PPOLearner(model, cfg.ppo, torch.device("cpu"), total_iterations=3)
     before = [p.detach().clone() for p in model.parameters()]
-    for version in range(2):
+    for version in range(3):
         metrics = learner.update(collector.collect(model.state_dict(), version))
         assert metrics["ppo/first_minibatch_ratio_error"] < 1e-5
     collector.close()
