@@ -23,6 +23,13 @@ decoding each step's observation from the actor's latent (the model's decoder,
 :mod:`rlformer.models.reconstruction`; it reads no log-prob, so the ratio stays 1), and
 ``ppo.ent_coef_final`` anneals the entropy weight on the learning rate's schedule.
 
+``model.value_scaling`` (:mod:`rlformer.models.value_scaling`) decides the value head's units
+and the advantages' scale: before the loss, each update folds its returns into the statistics
+(PopArt rescales the value head so its decoded outputs stay), the value targets and the
+rollout's values go into the head's units, and with percentile scaling the advantages are
+divided by the return percentiles' range instead of standardised per minibatch. The policy is
+untouched, so the first-epoch ratio is still 1.
+
 Each minibatch is one gradient step. With ``learner.accumulate = K > 1`` its rows are processed
 in K chunks whose gradients add up before that step; with ``learner.num_learners = N > 1`` N
 replicas each take a share of its rows and all-reduce their gradients (the subclass in

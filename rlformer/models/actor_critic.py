@@ -301,6 +301,8 @@ class ActorCritic(nn.Module):
         and entropies are those of the masked distribution it sampled from. With
         ``model.reconstruction`` it also returns each step's loss of decoding that step's
         observation from the actor's latent (reconstruction.py), for ``ppo.reconstruction_coef``.
+        Values are in the value head's units (``model.value_scaling``; :meth:`act` decodes them
+        to returns).
         """
         prev_action = prev_reward = None
         if self.prev_action_reward:

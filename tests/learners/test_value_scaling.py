@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import math
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ import torch
 import yaml
 from torch import nn
 
+from rlformer.checkpoints import load_checkpoint
 from rlformer.config import (
     ModelConfig,
     TrainConfig,
@@ -19,11 +22,12 @@ from rlformer.config import (
     load_config,
     load_saved_config,
 )
+from rlformer.interrupts import Interrupted
 from rlformer.learners.ppo import PPOLearner, make_sequence_batch
 from rlformer.models.value_scaling import ValueScaling, symexp, symlog
 from rlformer.rollout.collector import LocalCollector
 from rlformer.rollout.fragment import Fragment
-from rlformer.training import build_model
+from rlformer.training import build_model, resume, train
 
 CHOICES = ["none", "return_std", "percentile", "symlog", "symlog_percentile", "popart"]
 WITH_STATISTICS = ["percentile", "symlog_percentile", "popart"]
@@ -161,23 +165,22 @@ def test_a_saved_config_without_the_key_keeps_its_reward_normalisation(
 
 
 # ----------------------------------------------------------------- learner
+_OVERRIDES = [
+    "env.id=Pendulum-v1",
+    "env.max_episode_steps=12",
+    "rollout.envs_per_worker=4",
+    "rollout.fragment_length=16",
+    "model.core.d_model=16",
+    "model.core.n_heads=2",
+    "model.core.d_ff=32",
+    "model.core.memory_length=4",
+    "ppo.num_minibatches=2",
+    "ppo.update_epochs=2",
+]
+
+
 def _config(choice: str) -> TrainConfig:
-    return load_config(
-        None,
-        [
-            "env.id=Pendulum-v1",
-            "env.max_episode_steps=12",
-            "rollout.envs_per_worker=4",
-            "rollout.fragment_length=16",
-            "model.core.d_model=16",
-            "model.core.n_heads=2",
-            "model.core.d_ff=32",
-            "model.core.memory_length=4",
-            f"model.value_scaling={choice}",
-            "ppo.num_minibatches=2",
-            "ppo.update_epochs=2",
-        ],
-    )
+    return load_config(None, [*_OVERRIDES, f"model.value_scaling={choice}"])
 
 
 def _fragments(cfg: TrainConfig, model, count: int) -> list[Fragment]:
@@ -251,3 +254,34 @@ def test_resume_from_saved_state_is_bit_identical(choice: str) -> None:
     resumed.update(fragments[2])
     for key, value in resumed_model.state_dict().items():
         assert torch.equal(value, expected[key]), key
+
+
+@pytest.mark.parametrize("choice", WITH_STATISTICS)
+def test_stopped_and_resumed_run_equals_a_straight_run(choice: str, tmp_path) -> None:
+    """Through train() and resume(): a run stopped by SIGINT after two of four iterations
+    and resumed ends with the weights and statistics of one that never stopped."""
+    sets = [
+        *[item for item in _OVERRIDES if not item.startswith("ppo.update_epochs")],
+        f"model.value_scaling={choice}",
+        "ppo.total_steps=256",  # 4 iterations of 4 envs x 16 steps
+        "run.checkpoint_every=1",
+        "eval.episodes=0",
+        "run.progress=false",
+    ]
+    straight = train(load_config(None, [*sets, f"run.root={tmp_path / 'straight'}"]))
+
+    def stop_after_two(iteration: int, _: dict[str, float]) -> None:
+        if iteration == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(Interrupted) as stopped:
+        train(
+            load_config(None, [*sets, f"run.root={tmp_path / 'stopped'}"]),
+            on_iteration=stop_after_two,
+        )
+    resumed = resume(stopped.value.run_dir)
+    expected = load_checkpoint(straight.run_dir)["model"]
+    got = load_checkpoint(resumed.run_dir)["model"]
+    assert any("return_" in key or "popart_" in key for key in got)
+    for key, value in expected.items():
+        assert torch.equal(value, got[key]), key
