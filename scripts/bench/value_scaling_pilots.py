@@ -16,7 +16,7 @@ continues where it stopped (the run in progress starts again). Every (task, choi
 before any gets seed 1.
 
     .venv/bin/python scripts/bench/value_scaling_pilots.py --out docs/value_scaling/pilots.jsonl
-    .venv/bin/python scripts/bench/value_scaling_pilots.py --report-only
+    .venv/bin/python scripts/bench/value_scaling_pilots.py --report-only --markdown
 """
 
 from __future__ import annotations
@@ -163,6 +163,30 @@ def report(rows: list[Row]) -> None:
             )
 
 
+def markdown(rows: list[Row]) -> None:
+    """The docs' table: one line per task and choice, the mean over seeds of the training and
+    the evaluation return, each seed's beside it."""
+    print(
+        "| task | env steps | `model.value_scaling` | training return | per seed "
+        "| evaluation | per seed |"
+    )
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
+    for task in TASKS:
+        for choice in CHOICES:
+            runs = sorted((r for r in rows if (r.task, r.choice) == (task, choice)), key=_seed)
+            if not runs:
+                print(f"| {task} | | `{choice}` | not run | | | |")
+                continue
+            evals = [r.eval_return for r in runs if r.eval_return is not None]
+            print(
+                f"| {task} | {runs[0].steps:,} | `{choice}` "
+                f"| {statistics.mean(r.train_return for r in runs):.3f} "
+                f"| {' / '.join(f'{r.train_return:.3f}' for r in runs)} "
+                f"| {statistics.mean(evals) if evals else float('nan'):.3f} "
+                f"| {' / '.join(f'{e:.3f}' for e in evals)} |"
+            )
+
+
 def _seed(row: Row) -> int:
     return row.seed
 
@@ -176,6 +200,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("docs/value_scaling/pilots.jsonl"))
     parser.add_argument("--root", type=Path, default=Path("runs/value_scaling_pilots"))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--markdown", action="store_true", help="Print the docs' table.")
     args = parser.parse_args()
     torch.set_num_threads(1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -200,6 +225,8 @@ def main() -> None:
                         flush=True,
                     )
     report(rows)
+    if args.markdown:
+        markdown(rows)
 
 
 if __name__ == "__main__":
