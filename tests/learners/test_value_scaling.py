@@ -7,6 +7,8 @@ import io
 import math
 import os
 import signal
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -285,3 +287,18 @@ def test_stopped_and_resumed_run_equals_a_straight_run(choice: str, tmp_path) ->
     assert any("return_" in key or "popart_" in key for key in got)
     for key, value in expected.items():
         assert torch.equal(value, got[key]), key
+
+
+def test_the_pilot_commands_are_valid_configs() -> None:
+    """Every run of scripts/bench/value_scaling_pilots.py is a config the CLI accepts, with the
+    choice it names and nothing else changed but the seed and budget."""
+    sys.path.insert(0, str(Path(__file__).parents[2] / "scripts" / "bench"))
+    import value_scaling_pilots as pilots
+
+    for task in pilots.TASKS:
+        for choice in pilots.CHOICES:
+            sets = pilots.overrides(task, choice, 1, 1000)
+            assert not any(item.startswith("preset") for item in sets)  # preset: auto
+            cfg = load_config(None, sets)
+            assert cfg.model.value_scaling == choice
+            assert cfg.run.seed == 1 and cfg.ppo.total_steps == 1000
