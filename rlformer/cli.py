@@ -158,7 +158,8 @@ def evaluate(
     agents: Annotated[
         list[str],
         typer.Argument(
-            help="Run directories, checkpoint files or sb3:PATH.zip models (several: one table)."
+            help="Run directories, checkpoint files, `rlformer export` directories or "
+            "sb3:PATH.zip models (several: one table)."
         ),
     ],
     env: Annotated[
@@ -578,10 +579,18 @@ def serve_command(
     address: Annotated[
         str | None,
         typer.Option(
-            help="Ray cluster to join, HOST:PORT (default: an embedded local Ray); one with "
-            "token authentication also needs RAY_AUTH_MODE=token."
+            help="Ray cluster to join, HOST:PORT (default: a Ray of its own, whatever "
+            "RAY_ADDRESS says); one with token authentication also needs RAY_AUTH_MODE=token."
         ),
     ] = None,
+    name: Annotated[
+        str,
+        typer.Option(help="Serve application name; on a cluster, one no other server holds."),
+    ] = "rlformer",
+    route_prefix: Annotated[
+        str,
+        typer.Option(help="URL path the routes hang under (on a cluster: one not taken)."),
+    ] = "/",
     stateless: Annotated[
         bool,
         typer.Option(
@@ -603,10 +612,11 @@ def serve_command(
 
     POST /v1/sessions/ID/act, DELETE /v1/sessions/ID, GET /v1/health, GET /v1/policy (with
     --stateless: POST /v1/act instead of the sessions); see the README's "Serve a policy".
-    Ctrl-C stops it.
+    The URL is printed once the server answers. Ctrl-C stops it (on a cluster: deletes only
+    this server's application).
     """
     from rlformer.serve import ServeOptions, load_servable, serve_forever
-    from rlformer.serve.launch import ClusterError
+    from rlformer.serve.launch import ServeStartError, normalize_route_prefix
     from rlformer.serve.state_blob import read_state_key
     from rlformer.serve.stepper import UnservablePolicy
 
@@ -628,10 +638,16 @@ def serve_command(
         stateless=stateless,
         state_key=key,
     )
-    typer.echo(f"serving {policy} at http://{host}:{port}/v1/ (Ctrl-C stops)")
     try:
-        serve_forever(loaded, options, host=host, port=port, address=address)
-    except ClusterError as err:
+        where = {"host": host, "port": port, "address": address}
+        where |= {"name": name, "route_prefix": normalize_route_prefix(route_prefix)}
+        serve_forever(
+            loaded,
+            options,
+            announce=lambda url: typer.echo(f"serving {policy} at {url} (Ctrl-C stops)"),
+            **where,
+        )
+    except ServeStartError as err:
         fail(str(err))
 
 
@@ -758,8 +774,26 @@ def config_doc() -> None:
         typer.echo(line)
 
 
+def add_working_directory_to_path() -> None:
+    """Let ``env.id: module:EnvId``, ``env.imports`` and wrappers find modules in the folder
+    the command runs from, as ``python -m`` would.
+
+    A console script puts its own folder first on ``sys.path``, not the working directory.
+    The directory is appended (an installed package of the same name still wins) and also
+    added to ``PYTHONPATH``, which processes started from here inherit: an embedded Ray's
+    workers, Tune trials, subprocess evaluations.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
+    entries = [e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e]
+    if cwd not in entries:
+        os.environ["PYTHONPATH"] = os.pathsep.join([*entries, cwd])
+
+
 def main() -> None:
     """Console entry point."""
+    add_working_directory_to_path()
     try:
         app()
     except KeyboardInterrupt:

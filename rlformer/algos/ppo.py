@@ -33,6 +33,7 @@ from rlformer.learners.ppo_parallel import ParallelPPOLearner, make_ppo_learner
 from rlformer.models.actor_critic import ActorCritic
 from rlformer.models.spaces import SpaceError
 from rlformer.policies.actor_critic import actor_critic_from_payload
+from rlformer.rollout.action_masks import ActionMaskError
 from rlformer.rollout.collector import Collector, make_collector
 from rlformer.rollout.env_factory import EnvError, check_spaces, describe_env, env_from_config
 from rlformer.runs import MIN_FREE_BYTES, check_run_root
@@ -47,8 +48,11 @@ def build_model(cfg: TrainConfig) -> ActorCritic:
     env = env_from_config(cfg.env)
     try:
         check_spaces(env.observation_space, env.action_space, cfg.env)
+        if cfg.env.action_mask is not None:
+            # an info key or a mask size is only seen once the env has reset: see it here
+            env.reset(seed=cfg.run.seed)
         return ActorCritic(env.observation_space, env.action_space, cfg.model)
-    except SpaceError as err:
+    except (SpaceError, ActionMaskError) as err:
         raise EnvError(f"{describe_env(cfg.env)}: {err}") from None
     finally:
         env.close()

@@ -51,6 +51,7 @@ class ServeOptions:
     request_timeout_s: float = 30.0
     stateless: bool = False  # clients carry their state (POST /v1/act); replicas hold none
     state_key: str = ""  # hex HMAC key of stateless blobs ("": a random one per app start)
+    server_id: str = ""  # answered by /v1/health, so a launcher knows its own server answers
 
 
 def state_codec(policy: Policy, ops: RowOps, key_hex: str) -> StateCodec:
@@ -135,7 +136,28 @@ def _env_data(env: Any) -> Any:
 
 
 def _error(err: RequestError) -> JSONResponse:
-    return JSONResponse(err.payload(), status_code=err.status)
+    return JSONResponse(err.payload(), status_code=err.status, headers=err.headers)
+
+
+_METHODS = {
+    "health": ("GET",),
+    "policy": ("GET",),
+    "act": ("POST",),
+    "session_act": ("POST",),
+    "session": ("DELETE",),
+}
+"""The methods each route answers; another method there is a 405 that names them."""
+
+
+def _route_name(parts: list[str]) -> str | None:
+    """Which route the path's parts after ``/v1/`` name (None: no route)."""
+    if parts in (["health"], ["policy"], ["act"]):
+        return parts[0]
+    if len(parts) == 3 and parts[0] == "sessions" and parts[2] == "act":
+        return "session_act"
+    if len(parts) == 2 and parts[0] == "sessions":
+        return "session"
+    return None
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=4096)
@@ -164,12 +186,20 @@ class Router:
         path = request.url.path
         where = path.find("/v1/")
         parts = path[where + 4 :].strip("/").split("/") if where >= 0 else []
-        method = request.method
-        if parts == ["health"] and method == "GET":
+        method, route = request.method, _route_name(parts)
+        allowed = _METHODS.get(route)
+        if allowed is not None and method not in allowed:
+            raise RequestError(
+                405,
+                f"{method} is not allowed on {path} (allowed: {', '.join(allowed)})",
+                "method_not_allowed",
+                headers={"Allow": ", ".join(allowed)},
+            )
+        if route == "health":
             return JSONResponse(await self._health())
-        if parts == ["policy"] and method == "GET":
+        if route == "policy":
             return JSONResponse(await self._call(self.replicas[0].describe.remote()))
-        if parts == ["act"] and method == "POST":
+        if route == "act":
             if not self.options.stateless:
                 raise RequestError(
                     404,
@@ -178,23 +208,22 @@ class Router:
                     "not_found",
                 )
             return await self._act_stateless(await self._json(request))
-        if len(parts) in (2, 3) and parts[0] == "sessions" and self.options.stateless:
+        if route in ("session_act", "session") and self.options.stateless:
             raise RequestError(
                 404,
                 "this server is stateless (--stateless): POST /v1/act with the state of the "
                 "previous answer",
                 "not_found",
             )
-        if len(parts) in (2, 3) and parts[0] == "sessions":
+        if route in ("session_act", "session"):
             session_id = parts[1]
             if not _SESSION_ID.match(session_id):
                 raise RequestError(400, "session ids are 1-128 characters of A-Z a-z 0-9 . _ : -")
-            if len(parts) == 3 and parts[2] == "act" and method == "POST":
+            if route == "session_act":
                 return await self._act(session_id, await self._json(request))
-            if len(parts) == 2 and method == "DELETE":
-                gone = await self._call(self._replica(session_id).delete.remote(session_id))
-                self.homes.pop(session_id, None)
-                return JSONResponse({"deleted": bool(gone)})
+            gone = await self._call(self._replica(session_id).delete.remote(session_id))
+            self.homes.pop(session_id, None)
+            return JSONResponse({"deleted": bool(gone)})
         routes = (
             "POST /v1/act"
             if self.options.stateless
@@ -280,6 +309,7 @@ class Router:
             histogram.update({int(k): v for k, v in s["batch_sizes"].items()})
         return {
             "status": "ok",
+            "server_id": self.options.server_id,
             "mode": "stateless" if self.options.stateless else "sessions",
             "replicas": len(self.replicas),
             "sessions": sum(s["sessions"] for s in stats),

@@ -104,6 +104,11 @@ class SessionStore:
             )
 
     def delete(self, session_id: str) -> bool:
-        """Forget a session at its client's request; False if it was not held."""
-        self._gone.pop(session_id, None)
-        return self._sessions.pop(session_id, None) is not None
+        """Forget a session at its client's request; False if it was not held.
+
+        It leaves a tombstone like any dropped session, so that a step sent after the delete
+        (a client racing itself) hears that it was deleted rather than "unknown session"."""
+        held = self._sessions.pop(session_id, None) is not None
+        if held:
+            self._bury(session_id, "its client deleted it (DELETE /v1/sessions/ID)")
+        return held

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any
 
 import numpy as np
+import torch
 
 from rlformer.core import Memory
 from rlformer.models.spaces import tree_map, tree_stack
@@ -100,7 +101,24 @@ def row_ops(policy: Policy) -> RowOps:
 
 
 def _index_row(state: Any, row: int) -> Any:
-    return state.index(slice(row, row + 1))
+    return _own_copy(state.index(slice(row, row + 1)))
+
+
+def _own_copy(value: Any) -> Any:
+    """``value`` with every tensor / array copied out of its batch.
+
+    A row indexed from a batched state is a view that keeps the whole batch's storage alive:
+    a session left idle would pin the memory of every session it was once batched with.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # Memory, RecurrentState
+        return type(value)(*(_own_copy(v) for v in value))
+    if is_dataclass(value) and not isinstance(value, type):
+        return replace(value, **{f.name: _own_copy(getattr(value, f.name)) for f in fields(value)})
+    return value
 
 
 _DT_ARRAYS = [f.name for f in fields(DTContext) if f.name != "memory"]
@@ -129,7 +147,7 @@ def _dt_row_ops(policy: DTPolicy) -> RowOps:
         rows = slice(index, index + 1)
         return DTContext(
             **{k: tree_map(lambda a: a[rows].copy(), getattr(state, k)) for k in _DT_ARRAYS},
-            memory=None if state.memory is None else state.memory.index(rows),
+            memory=None if state.memory is None else _own_copy(state.memory.index(rows)),
         )
 
     return RowOps(cat, row, initial)

@@ -8,6 +8,13 @@ One row (one client's env step) in JSON, by space:
 - ``Discrete``: an integer in ``[start, start + n)``.
 - ``Dict``: an object with exactly the space's keys; ``Tuple``: a list with one entry per part.
 
+A ``Box``'s bounds are not enforced: Gymnasium does not enforce them either, and many envs
+produce values outside what they declare (unbounded velocities behind a finite Box, noise on a
+clipped signal), so refusing them would refuse what the training env itself produced. A policy
+sees out-of-range values as it would in training. What is refused is what no env can produce
+for the space: the wrong shape, non-numbers, non-finite values, floats for an integer space,
+values other than 0/1 for a boolean one.
+
 Actions come back in the same forms (floats for a float ``Box``). Anything else is a
 :class:`RequestError` with a one-line reason, so that a bad client gets a 400 and never
 reaches the batched forward pass, where one malformed row would fail every row beside it.
@@ -28,9 +35,15 @@ class RequestError(ValueError):
     for clients to switch on (``bad_request``, ``unknown_session``, ``session_dropped``, ...),
     the message one line."""
 
-    def __init__(self, status: int, message: str, code: str = "bad_request") -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str = "bad_request",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
-        self.status, self.code = status, code
+        self.status, self.code, self.headers = status, code, headers
 
     def payload(self) -> dict[str, Any]:
         """The JSON error body: ``{"error": "...", "code": "...", "status": 4xx}``."""
@@ -48,7 +61,7 @@ def _numeric_array(value: Any, shape: tuple[int, ...], integer: bool, where: str
     except (ValueError, TypeError):  # ragged nested lists
         raise _bad(where, f"expected nested lists of shape {list(shape)}") from None
     if array.dtype == object or array.dtype.kind not in "biuf":
-        raise _bad(where, f"expected numbers, got {array.dtype.name} values")
+        raise _bad(where, f"expected numbers, got {_kind_name(array)}")
     if array.shape != shape:
         raise _bad(where, f"expected shape {list(shape)}, got {list(array.shape)}")
     if array.dtype.kind == "f" and not np.isfinite(array).all():
@@ -56,6 +69,15 @@ def _numeric_array(value: Any, shape: tuple[int, ...], integer: bool, where: str
     if integer and array.dtype.kind == "f":
         raise _bad(where, "expected integers, got floats")
     return array
+
+
+def _kind_name(array: np.ndarray) -> str:
+    """What a non-numeric JSON value holds, in the client's words (not NumPy's dtype name)."""
+    if array.dtype.kind in "US":
+        return "strings"
+    items = {type(v).__name__ for v in array.reshape(-1).tolist()} if array.size else set()
+    names = {"NoneType": "null", "dict": "objects", "list": "lists", "str": "strings"}
+    return "values of type " + ", ".join(sorted(names.get(n, n) for n in items)) or "no values"
 
 
 def decode(space: gym.Space, value: Any, where: str = "observation") -> Any:
@@ -79,9 +101,11 @@ def decode(space: gym.Space, value: Any, where: str = "observation") -> Any:
             raise _bad(where, f"{value} is outside [{space.start}, {space.start + space.n})")
         return np.array([value], dtype=space.dtype)
     if isinstance(space, spaces.Box):
-        integer = np.dtype(space.dtype).kind in "iu"
-        array = _numeric_array(value, space.shape, integer, where)
-        return array.astype(space.dtype)[None]
+        kind = np.dtype(space.dtype).kind
+        array = _numeric_array(value, space.shape, kind in "iu", where)
+        if kind == "b" and (array.dtype.kind == "f" or ((array != 0) & (array != 1)).any()):
+            raise _bad(where, "expected true / false or 0 / 1 values (a boolean Box)")
+        return array.astype(space.dtype)[None]  # bounds are not checked: see the module doc
     if isinstance(space, spaces.MultiDiscrete):
         array = _numeric_array(value, space.shape, True, where)
         if ((array < space.start) | (array >= space.start + space.nvec)).any():

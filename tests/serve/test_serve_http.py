@@ -160,7 +160,7 @@ def test_interleaved_sessions_act_like_separate_runs(server: dict[str, Any], nam
 
 BAD_BODIES: list[tuple[str, Any, int]] = [
     ("wrong shape", {"observation": [0.1, 0.2], "episode_start": True}, 400),
-    ("wrong dtype", {"observation": ["a", "b", "c"], "episode_start": True}, 400),
+    ("strings", {"observation": ["a", "b", "c"], "episode_start": True}, 400),
     ("nested too deep", {"observation": [[0.1], [0.2], [0.3]], "episode_start": True}, 400),
     ("NaN", '{"observation": [NaN, 0.1, 0.2], "episode_start": true}', 400),
     ("flag not bool", {"observation": [0.1, 0.2, 0.3], "episode_start": "yes"}, 400),
@@ -212,7 +212,10 @@ def test_delete_policy_and_health(server: dict[str, Any]) -> None:
     deleted = requests.delete(f"{url}/v1/sessions/to-delete", timeout=TIMEOUT)
     assert deleted.status_code == 200 and deleted.json() == {"deleted": True}
     again = _post(url, "to-delete", {**body, "episode_start": False})
-    assert again.status_code == 409 and again.json()["code"] == "unknown_session"
+    assert again.status_code == 409 and again.json()["code"] == "session_dropped"
+    assert "deleted" in again.json()["error"]
+    never = _post(url, "never-held", {**body, "episode_start": False})
+    assert never.status_code == 409 and never.json()["code"] == "unknown_session"
     described = requests.get(f"{url}/v1/policy", timeout=TIMEOUT).json()
     assert described["action_space"] == {"type": "Discrete", "n": 3, "start": 0}
     assert described["info"]["kind"] == "ppo"
@@ -221,6 +224,15 @@ def test_delete_policy_and_health(server: dict[str, Any]) -> None:
     assert health["replicas"] == 2 and len(health["per_replica"]) == 2
     missing = requests.get(f"{url}/v1/nothing", timeout=TIMEOUT)
     assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+    for method, route, allowed in [
+        ("GET", "sessions/s1/act", "POST"),
+        ("PUT", "sessions/s1", "DELETE"),
+        ("POST", "health", "GET"),
+        ("DELETE", "policy", "GET"),
+    ]:
+        wrong = requests.request(method, f"{url}/v1/{route}", timeout=TIMEOUT)
+        assert wrong.status_code == 405 and wrong.headers["allow"] == allowed, wrong.text
+        assert wrong.json()["code"] == "method_not_allowed" and allowed in wrong.json()["error"]
 
 
 def _replica_of(session_id: str, replicas: int) -> int:
