@@ -106,6 +106,46 @@ class MemoryAttention(nn.Module):
             )  # [B, H, T, h]
         return self.out(attended.transpose(1, 2).reshape(batch, seg_len, width))
 
+    def step_cached(
+        self,
+        x: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        kv: torch.Tensor,
+        layout: AttentionLayout,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One query per row against memory keys/values kept by heads, without concatenating.
+
+        ``x [B, 1, d]`` (the query token), ``keys, values [B, H, M, h]`` (the memory slots'),
+        ``kv [B, 1, 2d]`` (:attr:`key_value` of the token itself). Returns the output
+        ``[B, 1, d]`` and the token's key and value ``[B, H, 1, h]``. The same scores as
+        :meth:`forward` over ``[memory ; token]``, but the memory is read where it lies: an
+        exported step, which cannot view a tensor, would copy it once more per step otherwise.
+        """
+        batch, _, width = x.shape
+        slots = keys.shape[2]
+        q = self._heads(self.query(x))  # [B, H, 1, h]
+        key, value = (self._heads(part) for part in kv.split(width, dim=-1))  # [B, H, 1, h]
+        token_key = key  # kept unrotated: rotations depend on a key's place, which moves
+        scale = 1.0 / math.sqrt(self.d_head)
+        bias = torch.zeros(layout.visible.shape, dtype=q.dtype, device=q.device)[:, None]
+        if self.scheme == "relative":
+            bias = self._relative_term(q, layout, slots + 1, scale)  # [B, H, 1, S]
+            q = q + self.content_bias[None, :, None]
+        elif self.scheme == "learned":
+            bias = self.distance_bias[:, layout.distance].to(q.dtype)[None]  # [1, H, 1, S]
+        elif self.scheme == "rotary":  # keys rotate with their place among the M + 1
+            cos, sin = rotary_angles(torch.arange(slots + 1, device=x.device), self.d_head)
+            keys = apply_rotary(keys, cos[:slots], sin[:slots])
+            key = apply_rotary(key, cos[slots:], sin[slots:])
+            q = apply_rotary(q, cos[slots:], sin[slots:])
+        q = q * scale
+        scores = torch.cat([q @ keys.transpose(-1, -2), (q * key).sum(-1, keepdim=True)], dim=-1)
+        scores = (scores + bias).masked_fill(~layout.visible[:, None], float("-inf"))
+        weights = scores.softmax(dim=-1)  # the token sees itself: never a row of -inf only
+        attended = weights[..., :slots] @ values + weights[..., slots:] * value  # [B, H, 1, h]
+        return self.out(attended.transpose(1, 2).reshape(batch, 1, width)), token_key, value
+
     def _relative_term(
         self, q: torch.Tensor, layout: AttentionLayout, ctx_len: int, scale: float
     ) -> torch.Tensor:

@@ -73,8 +73,32 @@ class MemoryBlock(nn.Module):
             attended = self.drop(self.attention(normed_queries, normed, layout))
         else:  # keys/values known: only the queries need normalising
             attended = self.drop(self.attention(self.norm_attn(queries), None, layout, context_kv))
+        return self._combine(queries, attended)
+
+    def _combine(self, queries: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """The block's output from its queries and their attention (pre-LN variants)."""
         if self.kind == "trxl_i":
             h = queries + attended
             return h + self.drop(self.mlp(self.norm_mlp(h)))
         h = self.gate_attn(queries, torch.relu(attended))
         return self.gate_mlp(h, torch.relu(self.drop(self.mlp(self.norm_mlp(h)))))
+
+    def memory_keys_values(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values ``[B, H, M, h]`` of memory states ``[B, M, d]`` (by heads, as
+        :meth:`step_cached` reads them)."""
+        keys, values = self.project_kv(memory).split(memory.shape[-1], dim=-1)
+        return self.attention._heads(keys), self.attention._heads(values)
+
+    def step_cached(
+        self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, layout: AttentionLayout
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One token per row ``x [B, 1, d]`` against the memory's keys and values ``[B, H, M,
+        h]`` (:meth:`memory_keys_values`); returns the output ``[B, 1, d]`` and the token's
+        key and value ``[B, H, 1, h]``. What :meth:`forward` computes for that token."""
+        normed = x if self.kind == "post_ln" else self.norm_attn(x)
+        kv = self.attention.key_value(normed)
+        attended, key, value = self.attention.step_cached(normed, keys, values, kv, layout)
+        if self.kind == "post_ln":
+            h = self.norm_attn(x + self.drop(attended))
+            return self.norm_mlp(h + self.drop(self.mlp(h))), key, value
+        return self._combine(x, self.drop(attended)), key, value

@@ -173,6 +173,51 @@ class MemoryCore(nn.Module):
         out = self.forward(x[:, None], memory, starts)
         return CoreOutput(out.output[:, 0], out.memory)
 
+    def step_cached(
+        self,
+        x: torch.Tensor,
+        hidden: list[torch.Tensor],
+        valid: torch.Tensor,
+        keys: list[torch.Tensor],
+        values: list[torch.Tensor],
+        episode_start: torch.Tensor,
+    ) -> tuple[
+        torch.Tensor, list[torch.Tensor], torch.Tensor, list[torch.Tensor], list[torch.Tensor]
+    ]:
+        """:meth:`step` with the memory's attention keys and values held by the caller.
+
+        ``x [B, d]``; per layer ``hidden[l] [B, M, d]`` (what entered layer l) and
+        ``keys[l], values[l] [B, H, M, h]``, which must be :meth:`project_memory` of the
+        hidden states wherever ``valid [B, M]`` is True (invalid slots are never read, so any
+        value does there). Returns the output ``[B, d]`` and the next hidden, valid, keys and
+        values in the same layout. Only the new token is projected: O(1) projection work per
+        step instead of O(M). Functional (no in-place writes, no cache keyed on objects), so
+        it traces into an exported graph, which carries the keys and values as state like
+        the memory itself.
+        """
+        tokens = x[:, None]  # [B, 1, d]
+        layout = build_layout(valid, episode_start.reshape(-1, 1), None, 1, self.cfg.memory_length)
+        h = tokens if self.episode_clock is None else self._with_episode_clock(tokens, layout)
+        next_hidden, next_keys, next_values = [], [], []
+        with autocast_context(x.device, self.cfg.precision):
+            for layer, block in enumerate(self.blocks):
+                kept = torch.cat([hidden[layer][:, 1:], h.to(hidden[layer].dtype)], dim=1)
+                next_hidden.append(kept)  # the last M states that entered the layer
+                h, key, value = block.step_cached(h, keys[layer], values[layer], layout)
+                next_keys.append(torch.cat([keys[layer][:, :, 1:], key], dim=2))
+                next_values.append(torch.cat([values[layer][:, :, 1:], value], dim=2))
+            h = self.final_norm(h)
+        return h.float()[:, 0], next_hidden, layout.new_valid, next_keys, next_values
+
+    def project_memory(self, memory: Memory) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Per layer, the keys and values ``[B, H, M, h]`` of a memory's slots (what
+        :meth:`step_cached` takes)."""
+        pairs = [
+            block.memory_keys_values(memory.hidden[layer].to(block.norm_attn.weight.dtype))
+            for layer, block in enumerate(self.blocks)
+        ]
+        return [k for k, _ in pairs], [v for _, v in pairs]
+
     def _forward_impl(
         self,
         x: torch.Tensor,

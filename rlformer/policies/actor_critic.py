@@ -12,9 +12,15 @@ import torch
 from rlformer.checkpoints import CheckpointError, checkpoint_config, checkpoint_spaces, load_weights
 from rlformer.config import TrainConfig
 from rlformer.models.actor_critic import ActorCritic, AgentState
+from rlformer.models.distributions import (
+    ActionDistribution,
+    Bernoulli,
+    DiagGaussian,
+    MultiCategorical,
+)
 from rlformer.models.encoders import to_torch
 from rlformer.models.spaces import flatten_obs
-from rlformer.policies.base import PolicyInfo
+from rlformer.policies.base import PolicyDistribution, PolicyInfo
 
 
 class ActorCriticPolicy:
@@ -64,6 +70,48 @@ class ActorCriticPolicy:
             action_mask=mask,
         )
         return self.model.env_action(out.action), out.state
+
+    @torch.no_grad()
+    def distribution(
+        self,
+        obs: Any,
+        state: AgentState,
+        episode_start: np.ndarray,
+        reward: np.ndarray | None = None,
+        action_mask: np.ndarray | None = None,
+    ) -> PolicyDistribution:
+        model = self.model
+        if reward is not None:
+            state = state.with_reward(model.scale_rewards(np.asarray(reward)))
+        mask = None if action_mask is None else torch.as_tensor(action_mask, device=self.device)
+        params, _, next_state = model._step_impl(
+            to_torch(flatten_obs(self.observation_space, obs), self.device),
+            state,
+            torch.as_tensor(np.asarray(episode_start, dtype=bool), device=self.device),
+            mask,
+        )
+        if model.prev_action_reward:  # as act() leaves it after the most likely action
+            next_state.prev_action = model.dist.sample(params, True, None).to(
+                model.dist.action_dtype
+            )
+            next_state.prev_reward = torch.zeros(params.shape[0], device=params.device)
+        return distribution_of(model.dist, params.float().cpu(), next_state)
+
+
+def distribution_of(
+    dist: ActionDistribution, params: torch.Tensor, state: Any
+) -> PolicyDistribution:
+    """A :class:`PolicyDistribution` from a distribution head's parameters ``[B, param_dim]``."""
+    if isinstance(dist, DiagGaussian):
+        log_std = dist.log_std.detach().float().cpu().expand_as(params)
+        return PolicyDistribution(
+            "diag_gaussian", state, mean=params.numpy(), log_std=log_std.numpy()
+        )
+    if isinstance(dist, Bernoulli):
+        return PolicyDistribution("bernoulli", state, logits=(params.numpy(),))
+    sizes = dist.nvec if isinstance(dist, MultiCategorical) else [params.shape[-1]]
+    logits = tuple(part.numpy() for part in params.split(sizes, dim=-1))
+    return PolicyDistribution("categorical", state, logits=logits)
 
 
 def actor_critic_from_payload(

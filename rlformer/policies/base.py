@@ -95,3 +95,46 @@ class Policy(Protocol):
     ) -> tuple[np.ndarray, PolicyState]:
         """Env-format actions for every row and the rows' next state."""
         ...
+
+
+@dataclass(frozen=True)
+class PolicyDistribution:
+    """What a policy would act from at one step, for every row (numpy arrays, batch first).
+
+    ``kind`` says which fields are set:
+
+    * ``categorical`` (Discrete, MultiDiscrete): ``logits``, one ``[B, n_k]`` array per
+      component; actions an action mask rules out sit at the lowest float (probability 0);
+    * ``bernoulli`` (MultiBinary): ``logits``, one ``[B, bits]`` array;
+    * ``diag_gaussian`` (a PPO Box policy): ``mean`` and ``log_std`` ``[B, act_dim]``, of the
+      sample before the env's clipping;
+    * ``tanh_gaussian`` (an online DT): ``mean`` and ``log_std`` of the Gaussian before tanh;
+    * ``deterministic`` (a DT regressing continuous actions): ``mean`` is the action, in
+      [-1, 1] for bounded spaces.
+
+    ``state`` is the rows' next state after their most likely action (what
+    ``act(..., deterministic=True)`` returns).
+    """
+
+    kind: str
+    state: PolicyState
+    logits: tuple[np.ndarray, ...] = ()
+    mean: np.ndarray | None = None
+    log_std: np.ndarray | None = None
+
+
+@runtime_checkable
+class DistributionPolicy(Policy, Protocol):
+    """A :class:`Policy` that also shows the distribution it acts from (rlformer's own PPO
+    and Decision Transformer policies, and their exports)."""
+
+    def distribution(
+        self,
+        obs: Any,
+        state: PolicyState,
+        episode_start: np.ndarray,
+        reward: np.ndarray | None = None,
+        action_mask: np.ndarray | None = None,
+    ) -> PolicyDistribution:
+        """The rows' action distribution at this step (arguments as for ``act``)."""
+        ...

@@ -45,7 +45,7 @@ from rlformer.models.dt_spaces import (
 )
 from rlformer.models.encoders import ObservationEncoder
 from rlformer.models.spaces import SpaceError, Tree, flatten_obs, tree_map
-from rlformer.policies.base import PolicyInfo
+from rlformer.policies.base import PolicyDistribution, PolicyInfo
 
 __all__ = [
     "DTContext",
@@ -85,12 +85,14 @@ class DTContext:
 class DTStep(NamedTuple):
     """One step of a DT policy: env-format actions, the same actions in the model's space (what
     a trajectory buffer stores), the rows' next context, and the model's prediction at each
-    row's step (logits, or the [-1, 1] action when continuous)."""
+    row's step (logits, or the [-1, 1] action when continuous); an online DT's Gaussian (mean
+    and log-std before tanh) at each row's step."""
 
     env_actions: np.ndarray
     model_actions: np.ndarray
     state: DTContext
     prediction: torch.Tensor
+    gaussian: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 @dataclass
@@ -226,7 +228,37 @@ class DTPolicy:
         if self.carry_memory:
             state = self._carry_memory(state, position == self.window - 1)
         state.step = state.step + 1
-        return DTStep(env_actions, chosen, state, out.action_preds[rows, at].float().cpu())
+        gaussian = None
+        if out.action_mean is not None and out.action_log_std is not None:
+            gaussian = (
+                out.action_mean[rows, at].float().cpu(),
+                out.action_log_std[rows, at].float().cpu(),
+            )
+        prediction = out.action_preds[rows, at].float().cpu()
+        return DTStep(env_actions, chosen, state, prediction, gaussian)
+
+    def distribution(
+        self,
+        obs: Any,
+        state: DTContext,
+        episode_start: np.ndarray,
+        reward: np.ndarray | None = None,
+        action_mask: np.ndarray | None = None,
+    ) -> PolicyDistribution:
+        step = self.step(obs, state, episode_start, reward, action_mask)
+        preds, kind = step.prediction, _kind(self.model)
+        if action_mask is not None:
+            preds = mask_logits(preds, torch.as_tensor(action_mask))
+        if kind == "box":
+            if step.gaussian is None:
+                return PolicyDistribution("deterministic", step.state, mean=preds.numpy())
+            mean, log_std = (part.numpy() for part in step.gaussian)
+            return PolicyDistribution("tanh_gaussian", step.state, mean=mean, log_std=log_std)
+        if kind == "multibinary":
+            return PolicyDistribution("bernoulli", step.state, logits=(preds.numpy(),))
+        sizes = list(self.model.action_nvec) if kind == "multidiscrete" else [preds.shape[-1]]
+        logits = tuple(part.numpy() for part in preds.split(sizes, dim=-1))
+        return PolicyDistribution("categorical", step.state, logits=logits)
 
     # ------------------------------------------------------------------ internals
     def _position(self, step: np.ndarray) -> np.ndarray:

@@ -36,7 +36,7 @@ from rlformer.policies.export_ppo import ActorStep
 from rlformer.policies.export_spec import BATCH, observation_examples
 from rlformer.spaces_codec import SpaceCodecError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # what export_meta.py describes; runners read 1 and 2
 FORMATS = {"onnx": "policy.onnx", "torch-export": "policy.pt2"}
 EXAMPLE_BATCH = 3  # not 0 or 1, which torch.export would specialise on
 CHECK_TOLERANCE = 1e-4

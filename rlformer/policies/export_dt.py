@@ -34,7 +34,10 @@ state               shape                   initial value
 ==================  ======================  ====================================
 
 Outputs: ``action`` (env format), ``logits`` (Discrete, MultiDiscrete, MultiBinary) or
-``prediction`` (continuous, in [-1, 1]), and ``next_<state>`` for each state.
+``prediction`` (continuous, in [-1, 1]), an online DT's ``mean`` and ``log_std`` (its
+Gaussian before tanh), ``input_valid [B]`` (False for a row with a non-finite
+observation value or a mask that allows no action; its other outputs mean nothing), and
+``next_<state>`` for each state.
 """
 
 from __future__ import annotations
@@ -49,10 +52,13 @@ from rlformer.models.decision_transformer import DecisionTransformer
 from rlformer.models.distributions import mask_logits
 from rlformer.models.dt_spaces import action_start
 from rlformer.models.spaces import Tree
-from rlformer.policies.decision_transformer import DTPolicy
+from rlformer.policies.decision_transformer import DTContext, DTPolicy
 from rlformer.policies.export_spec import (
     BATCH,
     TensorSpec,
+    input_spec,
+    input_valid,
+    input_valid_spec,
     observation_specs,
     state_spec,
     traceable_copy,
@@ -93,7 +99,19 @@ class DTStepModule(nn.Module):
         preds = TensorSpec(
             "prediction" if self.kind == "box" else "logits", (BATCH, model.act_dim), "float32"
         )
-        self.outputs = [self._action_spec(), preds, *(spec.next_state() for spec in self.states)]
+        gaussian = []
+        self.gaussian_outputs = self.kind == "box" and model.stochastic
+        if self.gaussian_outputs:  # an online DT: its Gaussian before tanh
+            gaussian = [
+                TensorSpec(n, (BATCH, model.act_dim), "float32") for n in ("mean", "log_std")
+            ]
+        self.outputs = [
+            self._action_spec(),
+            preds,
+            *gaussian,
+            input_valid_spec(),
+            *(spec.next_state() for spec in self.states),
+        ]
 
     def _register_starts(self, policy: DTPolicy) -> None:
         """Constants of the graph: what the env adds to the model's indices, per discrete
@@ -142,12 +160,12 @@ class DTStepModule(nn.Module):
         specs = [
             *observations,
             TensorSpec("episode_start", (BATCH,), "bool", "episode_start"),
-            TensorSpec("reward", (BATCH,), "float32", "reward"),
+            input_spec("reward", (BATCH,), "float32"),
         ]
         if self.kind in ("discrete", "multidiscrete"):
-            specs.append(TensorSpec("action_mask", (BATCH, model.act_dim), "bool", "action_mask"))
+            specs.append(input_spec("action_mask", (BATCH, model.act_dim), "bool"))
         if self.sampled:
-            specs.append(TensorSpec("noise", (BATCH, model.act_dim), "float32", "noise"))
+            specs.append(input_spec("noise", (BATCH, model.act_dim), "float32"))
         action_shape = {
             "discrete": (w,),
             "multidiscrete": (w, len(model.action_nvec)),
@@ -209,7 +227,33 @@ class DTStepModule(nn.Module):
             memory = self._carry(window, memory, position == self.window - 1)
             next_state.update(memory=memory.hidden.transpose(0, 1), memory_valid=memory.valid)
         states = [next_state[spec.name] for spec in self.states]
-        return (env_action, preds, *states)
+        gaussian = [part.float() for part in out] if self.gaussian_outputs else []
+        return (env_action, preds, *gaussian, self._input_valid(x), *states)
+
+    def graph_state(self, state: DTContext) -> dict[str, np.ndarray]:
+        """A :class:`DTPolicy` context as this step's state inputs (episodes begun in
+        PyTorch continue in the graph)."""
+        out: dict[str, object] = {}
+        if isinstance(state.states, dict):
+            out.update({self.state_names[p]: leaf for p, leaf in state.states.items()})
+        else:
+            out["states"] = state.states
+        for name in ("actions", "returns_to_go", "timesteps", "valid"):
+            out[name] = getattr(state, name)
+        out.update(step=state.step, last_return=state.last_return, target=state.target)
+        if self.carry_memory:
+            n, cfg = len(state.step), self.model.core.cfg
+            memory = state.memory or Memory.empty(cfg.n_layers, n, cfg.memory_length, cfg.d_model)
+            out["memory"] = memory.hidden.detach().cpu().transpose(0, 1).numpy()
+            out["memory_valid"] = memory.valid.cpu().numpy()
+        dtypes = {spec.name: spec.dtype for spec in self.states}
+        return {name: np.ascontiguousarray(value, dtypes[name]) for name, value in out.items()}
+
+    def _input_valid(self, x: dict[str, torch.Tensor]) -> torch.Tensor:
+        obs = [x[spec.name] for spec in self.inputs if spec.role == "observation"]
+        nvec = list(self.model.action_nvec) if self.kind == "multidiscrete" else []
+        nvec = [self.model.act_dim] if self.kind == "discrete" else nvec
+        return input_valid(obs, x.get("action_mask"), nvec)
 
     def _observed(self, x: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
         """This step's observation as the window keeps it, by state name: standardised

@@ -14,6 +14,13 @@ Sampling is written as data a runner can follow without rlformer:
 
 With ``model_action_state`` set, the runner writes its sampled action (before ``start`` / clipping)
 into that next state (the previous-action input of the next step).
+
+Format 2 (``format_version``) adds to format 1: the ``memory_kv`` state of GTrXL policies (the
+memory's attention keys and values), the ``input_valid`` output, a ``default`` on every input
+that is not per-step data (``action_mask``: True, ``reward``: 0, ``noise``: 0) and
+``action_mask_components`` (the sizes of the mask's components, side by side in its last
+dimension; null when the policy takes no mask). A runner refuses the rows ``input_valid``
+marks False rather than act on them.
 """
 
 from __future__ import annotations
@@ -49,7 +56,19 @@ def _common(policy: Any, step: ActorStep | DTStepModule, kind: str) -> dict[str,
         "default_target_return": float(info.default_targets[0]) if info.default_targets else None,
         "dataset_returns": to_json(info.dataset_returns),
         "sampling_problem": info.sampling_problem,
+        "action_mask_components": mask_components(step),
     }
+
+
+def mask_components(step: ActorStep | DTStepModule) -> list[int] | None:
+    """The sizes of the action mask's components (one for Discrete), or None without a mask."""
+    if not any(spec.role == "action_mask" for spec in step.inputs):
+        return None
+    model = step.model
+    if isinstance(step, ActorStep):
+        dist = model.dist
+        return [dist.n] if isinstance(dist, Categorical) else list(dist.nvec)
+    return list(model.action_nvec) if step.kind == "multidiscrete" else [model.act_dim]
 
 
 def ppo_metadata(policy: ActorCriticPolicy, step: ActorStep) -> dict[str, Any]:

@@ -5,18 +5,27 @@ The step is the actor half of :meth:`ActorCritic.act` with everything the Python
 scaling by the reward normaliser, the action mask, the deterministic action in the env's format
 (``start`` added, Box clipped). The state is explicit and batch-first:
 
-==========  ===========================================  =========================
-torso       state inputs (``next_<name>`` out)             initial value
-==========  ===========================================  =========================
-gtrxl       ``memory [B, L, M, d]``, ``memory_valid [B, M]``  0, False
-lstm        ``h [B, layers, H]``, ``c [B, layers, H]``         0
-gru         ``h [B, layers, H]``                               0
+==========  =====================================================  ==============
+torso       state inputs (``next_<name>`` out)                     initial value
+==========  =====================================================  ==============
+gtrxl       per layer l: ``memory.<l> [B, M, d]``,                 0
+            ``memory_keys.<l>``, ``memory_values.<l> [B, H, M, h]``;  0
+            ``memory_valid [B, M]``                                False
+lstm        ``h [B, layers, H]``, ``c [B, layers, H]``              0
+gru         ``h [B, layers, H]``                                    0
 mlp         none
-==========  ===========================================  =========================
+==========  =====================================================  ==============
 
-plus ``prev_action`` (model format: 0-based indices, the unclipped Box sample) when the model
-reads the previous action and reward. The critic is not exported; sampling stays with the runner,
-which then writes its sampled action into ``next_prev_action``.
+``memory_keys`` / ``memory_values`` hold each memory slot's attention keys and values by head
+(what eager inference keeps in the core's projection cache), so a step projects its new token
+only, not all M slots, and reads them where they lie; one tensor per layer, because a graph
+copies every slice it takes of a larger one.
+Plus ``prev_action`` (model format: 0-based indices, the unclipped Box sample) when the model
+reads the previous action and reward. Besides the distribution's parameters, the action and
+the next state, the step outputs ``input_valid [B]``: False for a row with a non-finite
+observation value or an action mask that allows no action (in some component); such a row's
+other outputs mean nothing. The critic is not exported; sampling stays with the runner, which
+then writes its sampled action into ``next_prev_action``.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import torch
 from torch import nn
 
 from rlformer.core import Memory
-from rlformer.models.actor_critic import ActorCritic
+from rlformer.models.actor_critic import ActorCritic, AgentState
 from rlformer.models.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 from rlformer.models.recurrent import RecurrentState, RecurrentTorso
 from rlformer.models.spaces import leaf_spaces
@@ -35,6 +44,9 @@ from rlformer.models.torso import GTrXLTorso
 from rlformer.policies.export_spec import (
     BATCH,
     TensorSpec,
+    input_spec,
+    input_valid,
+    input_valid_spec,
     observation_specs,
     state_spec,
     traceable_copy,
@@ -59,13 +71,11 @@ class ActorStep(nn.Module):
             TensorSpec("episode_start", (BATCH,), "bool", "episode_start"),
         ]
         if model.prev_action_reward:
-            self.inputs.append(TensorSpec("reward", (BATCH,), "float32", "reward"))
+            self.inputs.append(input_spec("reward", (BATCH,), "float32"))
         if self.masked:
-            self.inputs.append(
-                TensorSpec("action_mask", (BATCH, dist.param_dim), "bool", "action_mask")
-            )
+            self.inputs.append(input_spec("action_mask", (BATCH, dist.param_dim), "bool"))
         self.inputs += self.states
-        self.outputs = [*self._param_specs(), self._action_spec()]
+        self.outputs = [*self._param_specs(), self._action_spec(), input_valid_spec()]
         self.outputs += [spec.next_state() for spec in self.states]
         self._register_env_format()
 
@@ -75,12 +85,14 @@ class ActorStep(nn.Module):
         specs = []
         if isinstance(torso, GTrXLTorso):
             cfg = torso.core.cfg
+            layers, slots, heads = range(cfg.n_layers), cfg.memory_length, cfg.n_heads
             specs += [
-                state_spec(
-                    "memory", (cfg.n_layers, cfg.memory_length, cfg.d_model), "float32", 0.0
-                ),
-                state_spec("memory_valid", (cfg.memory_length,), "bool", False),
+                state_spec(f"memory.{i}", (slots, cfg.d_model), "float32", 0.0) for i in layers
             ]
+            specs.append(state_spec("memory_valid", (slots,), "bool", False))
+            for name in ("memory_keys", "memory_values"):
+                shape = (heads, slots, cfg.d_head)
+                specs += [state_spec(f"{name}.{i}", shape, "float32", 0.0) for i in layers]
         elif isinstance(torso, RecurrentTorso):
             specs.append(state_spec("h", (torso.layers, torso.out_dim), "float32", 0.0))
             if torso.kind == "lstm":
@@ -134,9 +146,7 @@ class ActorStep(nn.Module):
         prev_action = named.get("prev_action")
         prev_reward = self._scaled_reward(named["reward"]) if "reward" in named else None
         x = model._features(obs, prev_action, prev_reward, start)
-        torso = model.actor_torso
-        step = torso.step_unfused if isinstance(torso, RecurrentTorso) else torso.step
-        latent, memory = step(x, self._torso_state(named), start)
+        latent, next_state = self._torso_step(x, named, start)
         params = model.policy_head(latent)
         if self.masked:
             params = dist.masked(params, named["action_mask"])
@@ -145,7 +155,8 @@ class ActorStep(nn.Module):
         if isinstance(dist, DiagGaussian):
             outputs.append(dist.log_std.expand_as(params))
         outputs.append(self._env_action(action))
-        outputs += self._next_state(memory)
+        outputs.append(self._input_valid(named))
+        outputs += next_state
         if model.prev_action_reward:
             outputs.append(action.to(dist.action_dtype))
         return tuple(outputs)
@@ -157,23 +168,62 @@ class ActorStep(nn.Module):
         scale, clip = self.reward_scale
         return (reward.double() * scale).clamp(-clip, clip).float()
 
-    def _torso_state(self, named: dict[str, torch.Tensor]) -> Memory | RecurrentState | None:
-        """The torso's state from the batch-first inputs (the model keeps layers first)."""
-        if "memory" in named:
-            return Memory(named["memory"].transpose(0, 1), named["memory_valid"])
-        if "h" in named:
+    def _torso_step(
+        self, x: torch.Tensor, named: dict[str, torch.Tensor], start: torch.Tensor
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The torso's output and its next state inputs (batch-first; the model keeps layers
+        first)."""
+        torso = self.model.actor_torso
+        if isinstance(torso, GTrXLTorso):
+            layers = range(torso.core.cfg.n_layers)
+            out, hidden, valid, keys, values = torso.core.step_cached(
+                torso.embed(x),
+                [named[f"memory.{i}"] for i in layers],
+                named["memory_valid"],
+                [named[f"memory_keys.{i}"] for i in layers],
+                [named[f"memory_values.{i}"] for i in layers],
+                start,
+            )
+            return out, [*hidden, valid, *keys, *values]
+        if isinstance(torso, RecurrentTorso):
             c = named["c"].transpose(0, 1) if "c" in named else None
-            return RecurrentState(named["h"].transpose(0, 1), c)
-        return None
-
-    @staticmethod
-    def _next_state(memory: Memory | RecurrentState | None) -> list[torch.Tensor]:
-        if isinstance(memory, Memory):
-            return [memory.hidden.transpose(0, 1), memory.valid]
-        if isinstance(memory, RecurrentState):
+            state = RecurrentState(named["h"].transpose(0, 1), c)
+            out, memory = torso.step_unfused(x, state, start)
             parts = [memory.h] if memory.c is None else [memory.h, memory.c]
-            return [part.transpose(0, 1) for part in parts]
-        return []
+            return out, [part.transpose(0, 1) for part in parts]
+        out, _ = torso.step(x, None, start)
+        return out, []
+
+    def _input_valid(self, named: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``input_valid [B]``: finite observations and an action allowed in every component."""
+        obs = [named[s.name] for s in self.inputs if s.role == "observation"]
+        mask = named.get("action_mask")
+        dist = self.model.dist
+        nvec = [dist.n] if isinstance(dist, Categorical) else list(getattr(dist, "nvec", []))
+        return input_valid(obs, mask, nvec)
+
+    # ------------------------------------------------------------------ states
+    def graph_state(self, state: AgentState) -> dict[str, np.ndarray]:
+        """An :class:`ActorCriticPolicy` state as this step's state inputs (episodes begun in
+        PyTorch continue in the graph)."""
+        out: dict[str, np.ndarray] = {}
+        actor = state.actor
+        if isinstance(actor, Memory):
+            memory = actor.to("cpu")
+            with torch.no_grad():
+                keys, values = self.model.actor_torso.core.project_memory(memory)
+            for i, (hidden, key, value) in enumerate(zip(memory.hidden, keys, values, strict=True)):
+                out[f"memory.{i}"] = hidden.float().numpy()
+                out[f"memory_keys.{i}"], out[f"memory_values.{i}"] = key.numpy(), value.numpy()
+            out["memory_valid"] = memory.valid.numpy()
+        elif isinstance(actor, RecurrentState):
+            out["h"] = actor.h.detach().cpu().transpose(0, 1).numpy()
+            if actor.c is not None:
+                out["c"] = actor.c.detach().cpu().transpose(0, 1).numpy()
+        if state.prev_action is not None:
+            out["prev_action"] = state.prev_action.cpu().numpy()
+        dtypes = {spec.name: spec.dtype for spec in self.states}
+        return {name: np.ascontiguousarray(value, dtypes[name]) for name, value in out.items()}
 
     def _env_action(self, action: torch.Tensor) -> torch.Tensor:
         """``ActionDistribution.env_action`` in graph operations."""

@@ -3,7 +3,11 @@
 Each input and output of an exported step is a :class:`TensorSpec`: its name, its shape with
 ``"batch"`` for the dynamic first dimension, its dtype, and its role. State inputs carry their
 initial value (a number, ``False`` or ``"target_return"``), and the step returns each state's
-next value as ``next_<name>``, so any runner can keep the state with one rule. Spaces and
+next value as ``next_<name>``, so any runner can keep the state with one rule. Inputs that are
+not per-step data carry the ``default`` a runner feeds when the caller gives none (every entry
+of the tensor that value): ``action_mask`` True (every action allowed), ``reward`` 0, ``noise``
+0 (the most likely action). Every step also outputs ``input_valid [B]`` (see
+:func:`input_valid`). Spaces and
 normaliser statistics go into ``policy.json`` through :func:`to_json`, which writes tensors and
 non-finite floats as strict JSON (Box bounds are often infinite).
 """
@@ -36,6 +40,7 @@ class TensorSpec:
     role: str = "output"
     leaf: str | None = None  # observation inputs: the leaf path (spaces.py), "" for flat spaces
     initial: float | bool | str | None = None  # state inputs: their value before a first step
+    default: float | bool | None = None  # inputs a caller may leave out: the value to feed
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
@@ -45,6 +50,8 @@ class TensorSpec:
             out["leaf"] = self.leaf
         if self.initial is not None:
             out["initial"] = self.initial
+        if self.default is not None:
+            out["default"] = self.default
         return out
 
     def example(self, batch: int) -> torch.Tensor:
@@ -61,6 +68,36 @@ def state_spec(
     name: str, shape: tuple[int, ...], dtype: str, initial: float | bool | str
 ) -> TensorSpec:
     return TensorSpec(name, (BATCH, *shape), dtype, "state", initial=initial)
+
+
+INPUT_DEFAULTS: dict[str, float | bool] = {"action_mask": True, "reward": 0.0, "noise": 0.0}
+
+
+def input_spec(name: str, shape: tuple[int | str, ...], dtype: str) -> TensorSpec:
+    """A per-step input whose role is its name, with its default if it has one."""
+    return TensorSpec(name, shape, dtype, name, default=INPUT_DEFAULTS.get(name))
+
+
+def input_valid_spec() -> TensorSpec:
+    return TensorSpec("input_valid", (BATCH,), "bool")
+
+
+def input_valid(
+    observations: list[torch.Tensor], action_mask: torch.Tensor | None, nvec: list[int]
+) -> torch.Tensor:
+    """``[B]`` True where a row can be acted on: every float observation value finite, and the
+    action mask (``[B, sum(nvec)]``, components side by side) allowing at least one action of
+    every component. Logic and arithmetic only (onnxruntime has no boolean reductions)."""
+    batch = observations[0].shape[0]
+    ok = torch.ones(batch, dtype=torch.bool, device=observations[0].device)
+    for leaf in observations:
+        if leaf.dtype.is_floating_point:
+            finite = torch.isfinite(leaf.reshape(batch, -1)).to(torch.int32)
+            ok = ok & (finite.amin(dim=1) > 0)
+    if action_mask is not None:
+        for part in action_mask.split(nvec, dim=1):
+            ok = ok & (part.to(torch.int32).amax(dim=1) > 0)
+    return ok
 
 
 def observation_specs(space: gym.Space, leaves: dict[str, gym.Space]) -> list[TensorSpec]:

@@ -8,6 +8,7 @@ env, seeds and targets that ``rlformer eval RUN_DIR`` uses.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 
 from rlformer.checkpoints import CheckpointError
 from rlformer.config import EnvConfig
-from rlformer.policies.base import PolicyInfo
+from rlformer.policies.base import PolicyDistribution, PolicyInfo
 from rlformer.policies.export_spec import space_from_json
 from rlformer.spaces_codec import SpaceCodecError
 
@@ -33,15 +34,29 @@ def is_export_dir(path: str | Path) -> bool:
 
 class ExportedPolicy:
     """Acts with onnxruntime; sampling draws from a numpy RNG seeded once per torch generator
-    (its ``initial_seed()``), so a sampled evaluation repeats exactly."""
+    (its ``initial_seed()``), so a sampled evaluation repeats exactly.
+
+    ``policy.json`` and the model file are read once, at load; a pickled copy carries both and
+    builds its own onnxruntime session (Ray ships policies by pickle), so it acts even where
+    the export directory no longer exists. Rows that cannot be acted on (a non-finite
+    observation value, an action mask allowing no action) raise
+    :class:`~rlformer.policies.onnx_runner.InvalidRowsError`, a ``ValueError``.
+    """
 
     def __init__(self, export_dir: str | Path) -> None:
-        from rlformer.policies.onnx_runner import OnnxPolicy
-
         name = str(export_dir)
         try:
-            self.runner = OnnxPolicy(export_dir)
-            meta = self.runner.meta
+            meta = json.loads((Path(export_dir) / META_FILE).read_text())
+            model = (Path(export_dir) / meta["model_file"]).read_bytes()
+        except (OSError, KeyError, TypeError, ValueError) as err:
+            raise CheckpointError(f"{name}: not a readable rlformer export ({err})") from None
+        self._build(name, meta, model)
+
+    def _build(self, name: str, meta: dict[str, Any], model: bytes) -> None:
+        from rlformer.policies.onnx_runner import OnnxPolicy
+
+        try:
+            self.runner = OnnxPolicy.from_bytes(meta, model)
             self.observation_space: gym.Space = space_from_json(meta["observation_space"])
             self.action_space: gym.Space = space_from_json(meta["action_space"])
             env = meta.get("training_env")
@@ -62,10 +77,20 @@ class ExportedPolicy:
         # (torch 2.11 cannot weak-reference a Generator)
         self._rngs: dict[int, tuple[torch.Generator, np.random.Generator]] = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"name": self.info.name, "meta": self.runner.meta, "model": self.runner.model}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._build(state["name"], state["meta"], state["model"])
+
     def initial_state(self, n: int, target_return: float | None = None) -> dict[str, np.ndarray]:
         if target_return is None and self.info.return_conditioned and not self.info.default_targets:
             raise ValueError("a Decision Transformer needs a target return to act")
         return self.runner.initial_state(n, target_return)
+
+    def invalid_rows(self, obs: Any, action_mask: np.ndarray | None = None) -> dict[int, str]:
+        """``{row: reason}`` for the rows :meth:`act` would refuse (empty when all are fine)."""
+        return self.runner.invalid_rows(obs, action_mask)
 
     def act(
         self,
@@ -80,9 +105,41 @@ class ExportedPolicy:
         rng = None if deterministic else self._rng(generator or torch.default_generator)
         return self.runner.act(obs, state, episode_start, reward, action_mask, deterministic, rng)
 
+    def distribution(
+        self,
+        obs: Any,
+        state: dict[str, np.ndarray],
+        episode_start: np.ndarray,
+        reward: np.ndarray | None = None,
+        action_mask: np.ndarray | None = None,
+    ) -> PolicyDistribution:
+        meta = self.runner.meta
+        out = self.runner.run(obs, state, episode_start, reward, action_mask)
+        next_state = {name: out["next_" + name] for name in state}
+        sampling = meta["sampling"] or {}
+        kind = sampling.get("distribution")
+        if kind == "noise_input":
+            kind = _NOISE_DISTRIBUTIONS[sampling["noise_kind"]]
+        if "mean" in out:
+            return PolicyDistribution(
+                kind or "diag_gaussian", next_state, mean=out["mean"], log_std=out["log_std"]
+            )
+        if "prediction" in out:
+            return PolicyDistribution("deterministic", next_state, mean=out["prediction"])
+        sizes = meta.get("action_mask_components") or sampling.get("nvec")
+        logits = out["logits"]
+        if kind == "categorical" and sizes:
+            parts = tuple(np.split(logits, np.cumsum(sizes)[:-1], axis=1))
+            return PolicyDistribution("categorical", next_state, logits=parts)
+        return PolicyDistribution(kind or "categorical", next_state, logits=(logits,))
+
     def _rng(self, generator: torch.Generator) -> np.random.Generator:
         """The numpy RNG of a torch generator: made on first use from its seed, then kept."""
         key = id(generator)
         if key not in self._rngs:
             self._rngs[key] = (generator, np.random.default_rng(generator.initial_seed()))
         return self._rngs[key][1]
+
+
+# a DT's noise input says which distribution its graph samples
+_NOISE_DISTRIBUTIONS = {"gumbel": "categorical", "logistic": "bernoulli", "normal": "tanh_gaussian"}

@@ -3,8 +3,8 @@
 Trained policies (PPO with GTrXL, LSTM, CNN; plain and memory Decision Transformers) play real
 episodes with resets twice, in PyTorch and through onnxruntime, each on its own copy of the
 env with the same seeds: the actions must be the same at every step. At every step the graph
-is also run on the PyTorch side's own inputs, and its logits / Gaussian parameters and next
-state must match PyTorch's to 1e-5.
+is also run on the PyTorch side's own inputs, and its distribution (``Policy.distribution``:
+logits / Gaussian parameters) and next state must match PyTorch's to 1e-5.
 """
 
 from __future__ import annotations
@@ -23,19 +23,18 @@ import torch
 
 from rlformer.checkpoints import CheckpointError
 from rlformer.config import EnvConfig, ModelConfig, load_config
-from rlformer.core import CoreConfig, Memory
+from rlformer.core import CoreConfig
 from rlformer.data import load_dataset
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.recorder import collect_dataset
 from rlformer.data.synthetic import tmaze_walks
-from rlformer.models.actor_critic import ActorCritic, AgentState
+from rlformer.models.actor_critic import ActorCritic
 from rlformer.models.decision_transformer import DecisionTransformer
-from rlformer.models.distributions import DiagGaussian, mask_logits
-from rlformer.models.recurrent import RecurrentState
-from rlformer.models.spaces import flatten_obs
-from rlformer.policies import Policy, PolicyInfo, load_policy
+from rlformer.models.distributions import DiagGaussian
+from rlformer.policies import PolicyInfo, load_policy
 from rlformer.policies.actor_critic import ActorCriticPolicy
-from rlformer.policies.decision_transformer import DTContext, DTPolicy
+from rlformer.policies.base import DistributionPolicy, PolicyDistribution
+from rlformer.policies.decision_transformer import DTPolicy
 from rlformer.policies.export import ExportError, export_policy, export_step
 from rlformer.policies.onnx_policy import ExportedPolicy
 from rlformer.policies.simple import RandomPolicy
@@ -176,62 +175,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     return Trained(tmp_path_factory.mktemp("export"))
 
 
-# ------------------------------------------------------------------ running the graph directly
-def torch_state(state: Any, n: int, exported: ExportedPolicy) -> dict[str, np.ndarray]:
-    """A PyTorch policy's state as the graph's batch-first state inputs."""
-    out = exported.runner.initial_state(n, 0.0)  # shapes and dtypes; every entry is replaced
-    if isinstance(state, AgentState):
-        if isinstance(state.actor, Memory):
-            out["memory"] = state.actor.hidden.transpose(0, 1).numpy()
-            out["memory_valid"] = state.actor.valid.numpy()
-        elif isinstance(state.actor, RecurrentState):
-            out["h"] = state.actor.h.transpose(0, 1).numpy()
-            if state.actor.c is not None:
-                out["c"] = state.actor.c.transpose(0, 1).numpy()
-        if state.prev_action is not None:
-            out["prev_action"] = state.prev_action.numpy()
-        return out
-    assert isinstance(state, DTContext)
-    for name in ("states", "actions", "returns_to_go", "timesteps", "valid"):
-        out[name] = getattr(state, name)
-    out.update(step=state.step, last_return=state.last_return, target=state.target)
-    if state.memory is not None:  # None: no window completed yet, i.e. all slots invalid
-        out["memory"] = state.memory.hidden.transpose(0, 1).numpy()
-        out["memory_valid"] = state.memory.valid.numpy()
-    return {name: np.asarray(value, dtype=out[name].dtype) for name, value in out.items()}
-
-
-def run_graph(
-    exported: ExportedPolicy,
-    obs: Any,
-    state: dict[str, np.ndarray],
-    episode_start: np.ndarray,
-    reward: np.ndarray | None = None,
-    action_mask: np.ndarray | None = None,
-) -> dict[str, np.ndarray]:
-    """Every output of the graph for these inputs (leaves found with rlformer's own code)."""
-    n, meta = len(episode_start), exported.runner.meta
-    leaves = flatten_obs(exported.observation_space, obs)
-    feed = dict(state)
-    for spec in meta["inputs"]:
-        role, shape = spec.get("role"), [n if d == "batch" else d for d in spec["shape"]]
-        if role == "observation":
-            value = leaves[spec["leaf"]] if isinstance(leaves, dict) else leaves
-        elif role == "episode_start":
-            value = episode_start
-        elif role == "reward":
-            value = np.zeros(n) if reward is None else reward
-        elif role == "action_mask":
-            value = np.ones(shape) if action_mask is None else action_mask
-        elif role == "noise":
-            value = np.zeros(shape)
-        else:
-            continue
-        feed[spec["name"]] = np.asarray(value).astype(spec["dtype"]).reshape(shape)
-    names = [spec["name"] for spec in meta["outputs"]]
-    return dict(zip(names, exported.runner.session.run(names, feed), strict=True))
-
-
+# ------------------------------------------------------------------ both sides of one step
 def assert_same(got: np.ndarray, expected: np.ndarray, what: str) -> None:
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.shape == expected.shape and got.dtype == expected.dtype, (what, got, expected)
@@ -241,32 +185,19 @@ def assert_same(got: np.ndarray, expected: np.ndarray, what: str) -> None:
         np.testing.assert_array_equal(got, expected, err_msg=what)
 
 
-# ------------------------------------------------------------------ PyTorch's side of one step
-def torch_step(
-    policy: Any, obs: Any, state: Any, start: np.ndarray, reward: Any, mask: Any
-) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
-    """(env actions, next state, the distribution's parameters) of the PyTorch policy."""
-    if isinstance(policy, DTPolicy):
-        step = policy.step(obs, state, start, reward, mask)
-        prediction = step.prediction
-        if policy.model.discrete:
-            mask_t = None if mask is None else torch.as_tensor(mask)
-            prediction = prediction if mask_t is None else mask_logits(prediction, mask_t)
-            return step.env_actions, step.state, {"logits": prediction.numpy()}
-        return step.env_actions, step.state, {"prediction": prediction.numpy()}
-    captured: list[torch.Tensor] = []
-    hook = policy.model.policy_head.register_forward_hook(lambda m, i, o: captured.append(o))
-    try:
-        actions, state = policy.act(obs, state, start, reward, mask)
-    finally:
-        hook.remove()
-    params, dist = captured[0], policy.model.dist
-    if policy.model.continuous:
-        log_std = dist.log_std.detach().expand_as(params)
-        return actions, state, {"mean": params.numpy(), "log_std": log_std.numpy()}
-    if mask is not None:
-        params = dist.masked(params, torch.as_tensor(mask))
-    return actions, state, {"logits": params.numpy()}
+def assert_same_distribution(
+    got: PolicyDistribution, expected: PolicyDistribution, what: str
+) -> None:
+    """Same kind and parameters (the states are compared by the caller, in one format)."""
+    assert got.kind == expected.kind, (what, got.kind, expected.kind)
+    assert len(got.logits) == len(expected.logits), what
+    for k, (ours, theirs) in enumerate(zip(got.logits, expected.logits, strict=True)):
+        assert_same(ours, theirs, f"{what}: logits of component {k}")
+    for name in ("mean", "log_std"):
+        ours, theirs = getattr(got, name), getattr(expected, name)
+        assert (ours is None) == (theirs is None), (what, name)
+        if theirs is not None:
+            assert_same(ours, theirs, f"{what}: {name}")
 
 
 def random_mask(rng: np.random.Generator, n: int, nvec: list[int]) -> np.ndarray:
@@ -283,7 +214,11 @@ def play_side_by_side(
     policy: Any, exported: ExportedPolicy, env_cfg: EnvConfig, masks: list[int] | None = None
 ) -> int:
     """PyTorch and the export each play their own envs (same seeds) for STEPS steps; checks
-    every step and returns the number of episodes that ended."""
+    every step and returns the number of episodes that ended.
+
+    At every step the graph also takes the PyTorch side's own inputs and state (converted with
+    the export step's ``graph_state``): its action, distribution and next state must match."""
+    step = export_step(policy)
     seeds = [100 + i for i in range(NUM_ENVS)]
     envs = [vector_env_from_config(env_cfg, NUM_ENVS) for _ in range(2)]
     (obs_t, _), (obs_x, _) = (e.reset(seed=seeds) for e in envs)
@@ -294,17 +229,19 @@ def play_side_by_side(
     try:
         for t in range(STEPS):
             mask = None if masks is None else random_mask(rng, NUM_ENVS, masks)
-            graph = run_graph(
-                exported, obs_t, torch_state(state_t, NUM_ENVS, exported), start, reward_t, mask
-            )
-            actions_t, state_t, params = torch_step(policy, obs_t, state_t, start, reward_t, mask)
+            given = step.graph_state(state_t)
+            graph_actions, _ = exported.act(obs_t, given, start, reward_t, mask)
+            graph = exported.distribution(obs_t, given, start, reward_t, mask)
+            expected = policy.distribution(obs_t, state_t, start, reward_t, mask)
+            actions_t, state_t = policy.act(obs_t, state_t, start, reward_t, mask)
             actions_x, state_x = exported.act(obs_x, state_x, start, reward_x, mask)
             assert_same(actions_x, actions_t, f"free-running action at step {t}")
-            assert_same(graph["action"], actions_t, f"action on PyTorch's inputs at step {t}")
-            for name, value in params.items():
-                assert_same(graph[name], value, f"{name} on PyTorch's inputs at step {t}")
-            for name, value in torch_state(state_t, NUM_ENVS, exported).items():
-                assert_same(graph[f"next_{name}"], value, f"next {name} at step {t}")
+            assert_same(graph_actions, actions_t, f"action on PyTorch's inputs at step {t}")
+            assert_same_distribution(graph, expected, f"distribution at step {t}")
+            for name, value in step.graph_state(state_t).items():
+                assert_same(graph.state[name], value, f"next {name} at step {t}")
+            for name, value in step.graph_state(expected.state).items():
+                assert_same(value, graph.state[name], f"distribution's next {name} at step {t}")
             obs_t, reward_t, term_t, trunc_t, _ = envs[0].step(actions_t)
             obs_x, reward_x, term_x, trunc_x, _ = envs[1].step(actions_x)
             start = term_t | trunc_t
@@ -364,14 +301,19 @@ def test_episode_start_resets_a_row_inside_the_graph(trained: Trained, task: str
             start_stale[row] = True
             reward_fresh = None
             for t in range(5):
-                out_stale = run_graph(exported, obs, stale, start_stale, reward)
-                out_fresh = run_graph(exported, obs, fresh, start_fresh, reward_fresh)
-                for name in ("action", "logits", "prediction", "mean"):
-                    if name in out_fresh:
-                        assert_same(out_stale[name][row], out_fresh[name][row], f"{name} {t}")
-                stale = {k: out_stale[f"next_{k}"] for k in stale}
-                fresh = {k: out_fresh[f"next_{k}"] for k in fresh}
-                obs, reward, *_ = envs.step(out_stale["action"])
+                action_stale, _ = exported.act(obs, stale, start_stale, reward)
+                action_fresh, _ = exported.act(obs, fresh, start_fresh, reward_fresh)
+                out_stale = exported.distribution(obs, stale, start_stale, reward)
+                out_fresh = exported.distribution(obs, fresh, start_fresh, reward_fresh)
+                assert_same(action_stale[row], action_fresh[row], f"action {t}")
+                for name in ("mean", "log_std"):
+                    if getattr(out_fresh, name) is not None:
+                        ours, theirs = getattr(out_stale, name), getattr(out_fresh, name)
+                        assert_same(ours[row], theirs[row], f"{name} {t}")
+                for ours, theirs in zip(out_stale.logits, out_fresh.logits, strict=True):
+                    assert_same(ours[row], theirs[row], f"logits {t}")
+                stale, fresh = out_stale.state, out_fresh.state
+                obs, reward, *_ = envs.step(action_stale)
                 reward_fresh = reward
                 start_stale = start_fresh = np.zeros(NUM_ENVS, dtype=bool)
     finally:
@@ -503,7 +445,7 @@ def test_sampling_repeats_with_a_seeded_generator_and_feeds_back_the_sample(
     assert not np.array_equal(first, other)
     assert np.all(np.abs(first) <= 1.0)  # clipped to the Box
     # the next step reads the unclipped sample as its previous action, not the mode
-    mode = run_graph(exported, obs, exported.initial_state(2), start)["next_prev_action"]
+    mode = exported.distribution(obs, exported.initial_state(2), start).state["prev_action"]
     assert not np.allclose(state["prev_action"], mode)
     np.testing.assert_array_equal(np.clip(state["prev_action"], -1.0, 1.0), first)
 
@@ -619,18 +561,25 @@ def test_policy_json_writes_down_how_to_run_the_graph(tmp_path: Path) -> None:
     policy = tiny_policy("dict", "multidiscrete", "gtrxl")
     out = export_policy(policy, tmp_path)
     loaded = load_policy(out)  # an export directory loads as a policy like a run does
-    assert isinstance(loaded, ExportedPolicy) and isinstance(loaded, Policy)
+    assert isinstance(loaded, ExportedPolicy) and isinstance(loaded, DistributionPolicy)
     assert loaded.info.kind == "onnx" and loaded.info.training_env == policy.info.training_env
     meta = json.loads((out / "policy.json").read_text())
     inputs = {spec["name"]: spec for spec in meta["inputs"]}
     outputs = {spec["name"] for spec in meta["outputs"]}
-    assert meta["kind"] == "ppo" and meta["torso"] == "gtrxl" and meta["format_version"] == 1
+    assert meta["kind"] == "ppo" and meta["torso"] == "gtrxl" and meta["format_version"] == 2
     assert {"obs.image", "obs.chw", "obs.vector", "obs.inner.0", "obs.inner.1"} <= set(inputs)
     assert inputs["obs.inner.2.bits"]["leaf"] == "inner/2/bits"
-    assert inputs["memory"]["shape"] == ["batch", 2, 4, 16]
-    assert inputs["memory_valid"]["initial"] is False and inputs["memory"]["initial"] == 0.0
+    for layer in (0, 1):  # per layer: states, and their keys and values by head
+        assert inputs[f"memory.{layer}"]["shape"] == ["batch", 4, 16]
+        assert inputs[f"memory_keys.{layer}"]["shape"] == ["batch", 2, 4, 8]
+        assert inputs[f"memory_values.{layer}"]["initial"] == 0.0
+    assert inputs["memory_valid"]["initial"] is False and inputs["memory.0"]["initial"] == 0.0
     assert inputs["action_mask"]["shape"] == ["batch", 7]
-    assert {"logits", "action", "next_memory", "next_memory_valid", "next_prev_action"} <= outputs
+    assert meta["action_mask_components"] == [3, 4]
+    defaults = {name: spec["default"] for name, spec in inputs.items() if "default" in spec}
+    assert defaults == {"action_mask": True, "reward": 0.0}
+    assert {"logits", "action", "input_valid", "next_memory.1", "next_memory_keys.0"} <= outputs
+    assert {"next_memory_valid", "next_prev_action"} <= outputs
     assert meta["sampling"]["nvec"] == [3, 4] and meta["sampling"]["start"] == [1, 0]
     assert meta["sampling"]["model_action_state"] == "prev_action"
     assert meta["training_env"]["id"] == "tests.space_envs:SpaceTest-v0"
