@@ -1,7 +1,14 @@
 """Trained agents you act with: one :class:`Policy` protocol for evaluation, ``rlformer
 collect``, ``predict()``, the Online DT's rollouts and export; loaders by checkpoint kind."""
 
-from rlformer.policies.base import Policy, PolicyError, PolicyInfo, PolicyState
+from rlformer.policies.base import (
+    DistributionPolicy,
+    Policy,
+    PolicyDistribution,
+    PolicyError,
+    PolicyInfo,
+    PolicyState,
+)
 from rlformer.policies.predict import Predictor
 from rlformer.policies.registry import (
     load_policy,
@@ -10,7 +17,9 @@ from rlformer.policies.registry import (
 )
 
 __all__ = [
+    "DistributionPolicy",
     "Policy",
+    "PolicyDistribution",
     "PolicyError",
     "PolicyInfo",
     "PolicyState",

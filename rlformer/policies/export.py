@@ -4,8 +4,10 @@ The graph (``policy.onnx``, written by PyTorch's ``torch.export``-based ONNX exp
 dynamic batch dimension) holds the model and every rule that turns observations into actions
 (normalisation, resets at episode starts, action masks, the env's action format), so a runner
 needs only onnxruntime and numpy (:mod:`rlformer.policies.onnx_runner`). ``policy.json`` says
-how to feed it: inputs and outputs, each state's initial value, the spaces, the training env,
-how to sample, the normaliser statistics (for information: they are constants of the graph).
+how to feed it: inputs and outputs, each state's initial value, each optional input's default,
+the spaces, the training env, how to sample, the normaliser statistics (for information: they
+are constants of the graph). Its ``format_version`` (:data:`FORMAT_VERSION`) says which of
+these a runner finds (:mod:`rlformer.policies.export_meta`); runners read every version.
 
 What the step computes: :mod:`rlformer.policies.export_ppo` (PPO actors, every torso) and
 :mod:`rlformer.policies.export_dt` (Decision Transformers, plain and memory).

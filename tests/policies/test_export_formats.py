@@ -8,6 +8,7 @@ must reproduce them: :func:`load_policy`, the reference runner without torch, ``
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,20 @@ def test_format_1_export_loads_and_acts_as_its_pytorch_policy_did() -> None:
     assert json.loads((V1 / "policy.json").read_text())["format_version"] == 1
     policy = load_policy(V1)
     assert isinstance(policy, ExportedPolicy)
+    steps = recorded()
+    state = policy.initial_state(steps["obs"].shape[1])
+    for t in range(len(steps["obs"])):
+        actions, state = policy.act(
+            steps["obs"][t], state, steps["episode_start"][t], steps["reward"][t]
+        )
+        np.testing.assert_array_equal(actions, steps["action"][t], err_msg=f"step {t}")
+
+
+def test_format_1_export_pickles_with_its_model(tmp_path: Path) -> None:
+    shutil.copytree(V1, tmp_path / "v1")
+    data = pickle.dumps(load_policy(tmp_path / "v1"))
+    shutil.rmtree(tmp_path / "v1")
+    policy = pickle.loads(data)
     steps = recorded()
     state = policy.initial_state(steps["obs"].shape[1])
     for t in range(len(steps["obs"])):
