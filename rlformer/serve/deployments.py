@@ -184,8 +184,10 @@ class Router:
 
     async def _route(self, request: Request) -> JSONResponse:
         path = request.url.path
-        where = path.find("/v1/")
-        parts = path[where + 4 :].strip("/").split("/") if where >= 0 else []
+        root = request.scope.get("root_path", "").rstrip("/")  # the app's route prefix
+        rest = path[len(root) :] if root and path.startswith(root + "/") else path
+        # only this app's own /v1/ routes: a root app must not answer /other-app/v1/...
+        parts = rest[4:].strip("/").split("/") if rest.startswith("/v1/") else []
         method, route = request.method, _route_name(parts)
         allowed = _METHODS.get(route)
         if allowed is not None and method not in allowed:

@@ -140,3 +140,60 @@ def test_serve_joins_a_cluster_given_by_address(cluster: tuple[str, str], tmp_pa
     finally:
         _stop(server)
     assert server.returncode is not None
+
+
+def test_servers_on_a_cluster_keep_to_their_own_application(
+    cluster: tuple[str, str], tmp_path: Path
+) -> None:
+    """Two servers share the cluster's one Serve under their own names and routes; a taken
+    name, a taken route and another port are refused in one line; stopping one deletes only
+    its own application; without ``--address`` a server runs on a Ray of its own even when
+    ``RAY_ADDRESS`` names the cluster."""
+    from tests.serve.test_serve_cli import announced_url, refused, serve_command, start_server
+    from tests.serve.test_serve_cli import stop as stop_server
+
+    address, token = cluster
+    env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    path = _checkpoint(tmp_path, "lstm", APPS["lstm"][0])
+    port, other_port = _free_port(), _free_port()
+    on_cluster = ("--address", address, "--port", str(port))
+    first_log, second_log, own_log = (tmp_path / f"{n}.log" for n in ("a", "b", "own"))
+    first = start_server(serve_command(path, *on_cluster), first_log, env)
+    servers = [first]
+    try:
+        first_url = announced_url(first, first_log)
+        assert first_url == f"http://127.0.0.1:{port}/v1/"
+        line, _ = refused(serve_command(path, *on_cluster), env)
+        assert "'rlformer' already runs" in line and "--name" in line
+        line, _ = refused(serve_command(path, *on_cluster, "--name", "b"), env)
+        assert "route / is served by the application 'rlformer'" in line
+        moved = ("--address", address, "--port", str(other_port), "--name", "b")
+        line, _ = refused(serve_command(path, *moved, "--route-prefix", "/b"), env)
+        assert f"--port {port}" in line
+
+        second = start_server(
+            serve_command(path, *on_cluster, "--name", "b", "--route-prefix", "/b"), second_log, env
+        )
+        servers.append(second)
+        second_url = announced_url(second, second_log)
+        assert second_url == f"http://127.0.0.1:{port}/b/v1/"
+        ids = {
+            requests.get(u + "health", timeout=30).json()["server_id"]
+            for u in (first_url, second_url)
+        }
+        assert len(ids) == 2
+        assert stop_server(second) == 0, second_log.read_text()[-4000:]
+        assert requests.get(second_url + "health", timeout=30).status_code == 404
+        assert requests.get(first_url + "health", timeout=30).status_code == 200
+
+        own_env = {**env, "RAY_ADDRESS": address}
+        own = start_server(serve_command(path, "--port", str(other_port)), own_log, own_env)
+        servers.append(own)
+        assert announced_url(own, own_log) == f"http://127.0.0.1:{other_port}/v1/"
+        assert stop_server(own) == 0, own_log.read_text()[-4000:]
+        steps = _episodes(5)
+        expected = reference(load_policy(path), steps)
+        assert _run_session(f"http://127.0.0.1:{port}", "still-here", steps, 0) == expected
+    finally:
+        for server in servers:
+            stop_server(server)
