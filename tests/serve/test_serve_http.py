@@ -59,6 +59,14 @@ def _checkpoint(root: Path, name: str, overrides: list[str]) -> Path:
     return path
 
 
+def _export(checkpoint: Path, out: Path) -> Path:
+    """``rlformer export`` of ``checkpoint`` into ``out``."""
+    from rlformer.policies.export import export_policy
+
+    export_policy(load_policy(checkpoint), out, "onnx")
+    return out
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -82,6 +90,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             start(
                 load_servable(paths[name]), options, port=port, route_prefix=f"/{name}", name=name
             )
+        paths["export"] = _export(paths["gtrxl"], root / "export")
+        options = ServeOptions(replicas=2, max_batch=32)
+        start(load_servable(paths["export"]), options, port=port, route_prefix="/export", name="ex")
         yield {"url": f"http://127.0.0.1:{port}", "paths": paths}
     finally:
         serve.shutdown()
@@ -233,6 +244,39 @@ def test_delete_policy_and_health(server: dict[str, Any]) -> None:
         wrong = requests.request(method, f"{url}/v1/{route}", timeout=TIMEOUT)
         assert wrong.status_code == 405 and wrong.headers["allow"] == allowed, wrong.text
         assert wrong.json()["code"] == "method_not_allowed" and allowed in wrong.json()["error"]
+
+
+def test_an_export_directory_is_served_over_http_and_needs_no_files_after_start(
+    server: dict[str, Any], tmp_path: Path
+) -> None:
+    """Sessions of the exported GTrXL act as the export run alone, also after its directory
+    has moved away and a replica has been restarted (from what Serve shipped it)."""
+    url, export = f"{server['url']}/export", server["paths"]["export"]
+    plans = {f"export-s{i}": _episodes(200 + i) for i in range(8)}
+    expected = {sid: _reference(export, steps) for sid, steps in plans.items()}
+    half = STEPS // 2
+    got = {
+        sid: _run_session(url, sid, steps[:half], i) for i, (sid, steps) in enumerate(plans.items())
+    }
+    moved = tmp_path / "moved"
+    export.rename(moved)
+    try:
+        for i, (sid, steps) in enumerate(plans.items()):
+            got[sid] += _run_session(url, sid, steps[half:], i)
+        assert got == expected
+        _kill_replica("ex", "PolicyReplica1")
+        fresh = _episodes(300)
+        deadline = time.monotonic() + 120
+        while True:  # the restarted replica comes back from the shipped model bytes
+            try:
+                actions = _run_session(url, "after-restart-3", fresh, 0)
+                break
+            except AssertionError:
+                assert time.monotonic() < deadline, "the killed replica did not come back"
+                time.sleep(1)
+        assert actions == _reference(moved, fresh)
+    finally:
+        moved.rename(export)
 
 
 def _replica_of(session_id: str, replicas: int) -> int:
