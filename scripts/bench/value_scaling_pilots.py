@@ -71,6 +71,7 @@ class Row:
     seconds: float
     command: str
     commit: str | None
+    budget: int = 0  # ppo.total_steps asked for (steps: what ran, whole iterations)
 
 
 class EpisodeRecorder:
@@ -135,13 +136,18 @@ def run_one(task: str, choice: str, seed: int, steps: int, root: Path) -> Row:
         clock.seconds,
         command,
         CODE_VERSION,
+        steps,
     )
 
 
 def read_rows(out: Path) -> list[Row]:
     if not out.exists():
         return []
-    return [Row(**json.loads(line)) for line in out.read_text().splitlines() if line.strip()]
+    rows = [Row(**json.loads(line)) for line in out.read_text().splitlines() if line.strip()]
+    for row in rows:  # the first rows were written before the budget was
+        if not row.budget and row.task in TASKS:
+            row.budget = TASKS[row.task].steps
+    return rows
 
 
 def report(rows: list[Row]) -> None:
@@ -212,7 +218,7 @@ def main() -> None:
                 steps = args.steps or TASKS[task].steps
                 for choice in args.choices:
                     if any(
-                        (r.task, r.choice, r.seed, r.steps) == (task, choice, seed, steps)
+                        (r.task, r.choice, r.seed, r.budget) == (task, choice, seed, steps)
                         for r in rows
                     ):
                         continue
