@@ -18,6 +18,7 @@ import asyncio
 import hashlib
 import itertools
 import json
+import os
 import re
 import uuid
 from collections import Counter, OrderedDict
@@ -109,6 +110,7 @@ class PolicyReplica:
             "incarnation": self.incarnation,
             "sessions": len(self.store),
             "batch_sizes": dict(self.batch_sizes),
+            "rss_bytes": resident_bytes(),
         }
 
     def describe(self) -> dict[str, Any]:
@@ -128,6 +130,16 @@ class PolicyReplica:
                 },
             }
         )
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory (Linux's /proc; None elsewhere), so that an operator
+    sees from /v1/health whether a replica's memory stays flat as sessions come and go."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _env_data(env: Any) -> Any:
