@@ -88,3 +88,29 @@ def test_an_export_directory_is_served_the_same_way(paths: dict[str, Path], tmp_
     plans = {f"s{i}": _episodes(i) for i in range(8)}
     expected = {sid: _reference(tmp_path / "export", steps) for sid, steps in plans.items()}
     assert _run_batched(tmp_path / "export", plans, seed=4) == expected
+
+
+def test_a_format_1_export_is_served_as_it_acted_when_written() -> None:
+    """The format-1 export fixture's recorded episodes, one session per recorded env slot,
+    stepped through the session store in shuffled batches: the recorded actions."""
+    pytest.importorskip("onnxruntime")
+    from tests.policies.test_export_formats import V1, recorded
+
+    policy, steps = load_policy(V1), recorded()
+    ops, store = row_ops(policy), SessionStore(60, 100)
+    slots = steps["obs"].shape[1]
+    rng = np.random.default_rng(0)
+    for t in range(len(steps["obs"])):
+        bodies = {
+            f"slot-{b}": {
+                "observation": steps["obs"][t, b].tolist(),
+                "episode_start": bool(steps["episode_start"][t, b]),
+                "reward": float(steps["reward"][t, b]),
+            }
+            for b in rng.permutation(slots)
+        }
+        batch = [parse_step(policy, sid, body) for sid, body in bodies.items()]
+        results = step_batch(policy, ops, store, batch)
+        for request, result in zip(batch, results, strict=True):
+            slot = int(request.session_id.split("-")[1])
+            assert result["action"] == steps["action"][t, slot].tolist(), (t, slot, result)
