@@ -765,6 +765,84 @@ def sweep_report(
         typer.echo(f"wrote {plot}")
 
 
+tune_app = typer.Typer(
+    cls=_SweepGroup,
+    help="Hyperparameter search on Ray Tune: `rlformer tune FILE` searches (or resumes) and "
+    "writes best.yaml with its evidence, `rlformer tune report DIR` prints it again.",
+    no_args_is_help=True,
+)
+app.add_typer(tune_app, name="tune")
+
+
+@tune_app.command("run")
+def tune_run(
+    file: Annotated[Path, typer.Argument(help="Tune file (configs/tune/*.yaml).")],
+    address: Annotated[
+        str | None,
+        typer.Option(help="Join a running Ray cluster ('auto' or host:port); default: embedded."),
+    ] = None,
+    dir_: Annotated[
+        Path | None,
+        typer.Option("--dir", help="Tune folder (default: the file's `dir`, else tune/NAME)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Validate the file and list the trials, then stop.")
+    ] = False,
+) -> None:
+    """Search a tune file's space on Ray Tune; write best.yaml, trials.md/.csv, curves.png.
+
+    Each trial is an ordinary run directory under DIR/trials/; the same command again continues
+    a killed tune. Exit status 1 when a trial failed (the others still ran).
+    """
+    from rlformer.sweep.tune_spec import load_tune
+
+    try:
+        tune = load_tune(file, dir_)
+        if dry_run:
+            from rlformer.sweep.tuner import check_tune
+
+            check_tune(tune)
+            if tune.sweep is not None:
+                for trial in tune.sweep.trials:
+                    typer.echo(trial.name)
+            count = len(tune.sweep.trials) if tune.sweep is not None else tune.spec.num_samples
+            typer.echo(
+                f"ok: {count} trials ({tune.spec.search} search, "
+                f"{tune.spec.scheduler.type}), folder {tune.directory}"
+            )
+            return
+        from rlformer.sweep.tuner import run_tune
+
+        outcome = run_tune(tune, address)
+    except _user_errors() as err:
+        fail(str(err))
+    _tune_report(outcome.directory, list(outcome.errored))
+    for name, error in outcome.errored.items():
+        typer.echo(f"failed: {name}: {error}", err=True)
+    if outcome.errored:
+        raise typer.Exit(RUN_FAILED_EXIT)
+
+
+@tune_app.command("report")
+def tune_report(
+    directory: Annotated[Path, typer.Argument(help="A tune folder (holds tune.json).")],
+) -> None:
+    """Rewrite best.yaml, trials.md/.csv and curves.png from a tune folder; print the summary."""
+    _tune_report(directory, None)
+
+
+def _tune_report(directory: Path, errored: list[str] | None) -> None:
+    from rlformer.sweep.tune_report import load_tune_results, summary, write_outputs
+
+    try:
+        results = load_tune_results(directory, errored)
+    except (ValueError, FileNotFoundError) as err:
+        fail(str(err))
+    write_outputs(results)
+    typer.echo((directory / "trials.md").read_text().rstrip())
+    typer.echo(summary(results))
+
+
 @app.command("config-doc")
 def config_doc() -> None:
     """List every config key with its default and description."""

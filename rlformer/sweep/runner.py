@@ -22,6 +22,7 @@ import math
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,13 +97,16 @@ def _index(sweep: Sweep) -> dict[str, Any]:
     }
 
 
-def run_sweep(sweep: Sweep, address: str | None = None, verbose: int = 1) -> SweepOutcome:
+def run_sweep(
+    sweep: Sweep, address: str | None = None, verbose: int = 1, scheduler: Any = None
+) -> SweepOutcome:
     """Run (or continue) every trial of ``sweep`` through a Ray Tune ``Tuner``.
 
     Args:
         sweep: A loaded sweep (see :func:`rlformer.sweep.spec.load_sweep`).
         address: ``None`` starts an embedded Ray; ``"auto"`` or ``host:port`` joins a cluster.
         verbose: Tune's verbosity (0 silent, 1 status tables).
+        scheduler: A Tune scheduler to use instead of the sweep file's (``rlformer tune``).
     """
     check_sweep(sweep)
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # plain status tables, not the new UI
@@ -117,7 +121,7 @@ def run_sweep(sweep: Sweep, address: str | None = None, verbose: int = 1) -> Swe
     (sweep.directory / "sweep.json").write_text(json.dumps(_index(sweep), indent=1))
     owns_ray = _start_ray(address)
     try:
-        grid = _tuner(sweep, verbose).fit()
+        grid = _tuner(sweep, verbose, scheduler).fit()
     finally:
         if owns_ray:
             ray.shutdown()
@@ -143,7 +147,7 @@ def _start_ray(address: str | None) -> bool:
     return True
 
 
-def _tuner(sweep: Sweep, verbose: int) -> Any:
+def _tuner(sweep: Sweep, verbose: int, scheduler: Any = None) -> Any:
     """The sweep's ``tune.Tuner``: restored from its folder when one was started there (so a
     killed sweep continues its unfinished and errored trials), else a new grid over the
     trials."""
@@ -167,7 +171,7 @@ def _tuner(sweep: Sweep, verbose: int) -> Any:
         trainable,
         param_space={"trial": tune.grid_search(list(trials))},
         tune_config=tune.TuneConfig(
-            scheduler=_scheduler(sweep),
+            scheduler=scheduler if scheduler is not None else _scheduler(sweep),
             max_concurrent_trials=spec.max_concurrent or None,
             trial_name_creator=_trial_name,
             trial_dirname_creator=_trial_name,
@@ -256,20 +260,37 @@ def _outcome(sweep: Sweep, grid: Any) -> SweepOutcome:
 # ----------------------------------------------------------------- inside a Tune trial
 def run_trial(config: dict[str, Any], trials: dict[str, dict[str, Any]], metric: str) -> None:
     """The Tune trainable: train (or resume, or just re-report) one trial's rlformer run."""
-    import ray
     import torch
     from ray import tune
+
+    torch.set_num_threads(1)
+    run_one(TrainConfig.model_validate(trials[config["trial"]]), metric, tune.report)
+
+
+def run_one(
+    cfg: TrainConfig,
+    metric: str,
+    report_to: Callable[[dict[str, Any]], None],
+    start_from: Callable[[Path], Path | None] | None = None,
+) -> dict[str, Any]:
+    """Train (or resume, or just re-report) the run in ``cfg.run.root``; its final metrics.
+
+    Each iteration's metrics go to ``report_to`` (with ``iteration`` and ``metric``); the final
+    metrics are reported after the final evaluation and kept in ``done.json``. ``start_from``
+    (PBT) may put another trial's checkpoint into the folder and return the run directory to
+    resume from it.
+    """
+    import ray
 
     from rlformer.runs import RunDirError, RunLock
     from rlformer.training import train
 
-    torch.set_num_threads(1)
-    cfg = TrainConfig.model_validate(trials[config["trial"]])
     folder = Path(cfg.run.root)
     done = folder / "done.json"
     if done.exists():  # finished before the sweep was killed: report, never train again
-        tune.report(json.loads(done.read_text()))
-        return
+        final = json.loads(done.read_text())
+        report_to(final)
+        return final
     folder.mkdir(parents=True, exist_ok=True)
     run_dir = _previous_run(folder)
     if run_dir is not None:  # the previous attempt's process may still be dying: wait for it
@@ -285,6 +306,8 @@ def run_trial(config: dict[str, Any], trials: dict[str, dict[str, Any]], metric:
         if not (run_dir / "checkpoints" / "latest").exists():  # killed before a checkpoint
             _remove_tree(run_dir)
             run_dir = None
+    if start_from is not None:
+        run_dir = start_from(folder) or run_dir
 
     first, total = True, _iterations(cfg)
 
@@ -296,13 +319,15 @@ def run_trial(config: dict[str, Any], trials: dict[str, dict[str, Any]], metric:
                 f.write(json.dumps({"first_iteration": iteration, "pid": os.getpid()}) + "\n")
         if iteration == total:  # reported after the final evaluation instead (below), so a
             return  # scheduler's stop at max_t never cuts a finished run short of its eval
-        tune.report({**metrics, "iteration": iteration, metric: metrics.get(metric, math.nan)})
+        report_to({**metrics, "iteration": iteration, metric: metrics.get(metric, math.nan)})
 
     result = train(cfg, resume_dir=run_dir, on_iteration=report)
     final = _final_metrics(result.run_dir, metric, result.iterations)
+    final["env_steps"] = result.env_steps
     final["node_id"] = ray.get_runtime_context().get_node_id()  # where it ran (clusters)
     _atomic_json(done, final)
-    tune.report(final)
+    report_to(final)
+    return final
 
 
 def _previous_run(folder: Path) -> Path | None:
