@@ -200,7 +200,8 @@ def _native_tuner(tune: Tune, verbose: int) -> Any:
             name=TUNE_FOLDER,
             storage_path=str(tune.directory),
             verbose=verbose,
-            checkpoint_config=ray_tune.CheckpointConfig(num_to_keep=2),
+            # All kept: PBT may restore any member's last checkpoint, even an old one.
+            checkpoint_config=ray_tune.CheckpointConfig(num_to_keep=None),
             progress_reporter=ray_tune.CLIReporter(
                 metric_columns=["iteration", spec.metric],
                 max_report_frequency=30,
