@@ -1,0 +1,153 @@
+"""Fixed-seed PPO, DT and ODT runs of 20k steps give the recorded metrics and checkpoint
+tensors, bit for bit.
+
+The record (``data/fixed_seed_runs.json``) holds, per algorithm, a digest of every
+``metrics.jsonl`` row (timing columns left out) and of every tensor of the final checkpoint.
+A change meant to leave training alone (moving modules, renaming, refactoring) must keep them;
+one meant to change it re-records them on purpose, and says so in its commit::
+
+    .venv/bin/python -m tests.reliability.test_fixed_seed_runs --record
+
+The digests are of CPU float arithmetic with the pinned torch (constraints.txt) on this
+project's machines; another torch or CPU may round differently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+RECORD = Path(__file__).parent / "data" / "fixed_seed_runs.json"
+TINY_CORE = [
+    "model.core.n_layers=1",
+    "model.core.d_model=16",
+    "model.core.n_heads=2",
+    "model.core.d_ff=32",
+    "model.core.memory_length=8",
+]
+TINY_DT = [
+    "dt.context=4",
+    "dt.batch_size=8",
+    "dt.log_every=50",
+    "dt.warmup_steps=10",
+    "dt.core.n_layers=1",
+    "dt.core.d_model=16",
+    "dt.core.d_ff=32",
+    "dt.core.dropout=0.0",
+]
+COMMON = ["run.device=cpu", "run.progress=false", "run.seed=3", "eval.episodes=0"]
+
+
+def overrides(algo: str, data: Path) -> list[str]:
+    """The settings of each algorithm's fixed-seed run (T-Maze, corridor 4, tiny models)."""
+    env = ["env.id=rlformer/TMaze-v0", "env.kwargs.length=4", *COMMON]
+    if algo == "ppo":
+        extra = ["rollout.envs_per_worker=4", "rollout.fragment_length=32", "ppo.num_minibatches=2"]
+        return [*env, *TINY_CORE, *extra, "ppo.total_steps=20480"]
+    offline = [f"dt.dataset={data}", *TINY_DT]
+    if algo == "dt":
+        return ["algo=dt", *env, *offline, "dt.train_steps=20000"]
+    return [
+        *("algo=odt", *env, *offline, "dt.target_returns=[1]"),
+        *("odt.pretrain_steps=200", "odt.online_steps=20000", "odt.updates_per_iteration=4"),
+    ]
+
+
+def walks(folder: Path) -> Path:
+    """Passive T-Maze walks (corridor 4), the offline data of the DT and ODT runs."""
+    from rlformer.data.d4rl_format import write_d4rl
+    from rlformer.data.synthetic import tmaze_walks
+
+    path = folder / "walks.hdf5"
+    write_d4rl(path, tmaze_walks(4, 40, seed=0, p_correct=0.75), {"env_id": "rlformer/TMaze-v0"})
+    return path
+
+
+def _digest(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().cpu().contiguous().reshape(-1)
+        raw = tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+        return hashlib.sha256(raw + str(tuple(value.shape)).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _tensors(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    if isinstance(value, torch.Tensor):
+        yield path, value
+    elif isinstance(value, dict):
+        for key in sorted(value, key=str):
+            yield from _tensors(value[key], f"{path}/{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _tensors(item, f"{path}/{i}")
+
+
+def fingerprint(algo: str, folder: Path) -> dict[str, Any]:
+    """Train the algorithm's fixed-seed run under ``folder``; digests of its metric rows and
+    of its final checkpoint's tensors."""
+    import rlformer_envs  # noqa: F401
+
+    from rlformer.config import load_config
+    from rlformer.runs import load_checkpoint
+    from rlformer.training import train
+
+    torch.set_num_threads(1)
+    root = folder / algo
+    cfg = load_config(None, [*overrides(algo, walks(folder)), f"run.root={root}"])
+    run_dir = train(cfg).run_dir
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = [{k: v for k, v in row.items() if not k.startswith("time/")} for row in rows]
+    tensors = dict(_tensors(load_checkpoint(run_dir)))
+    return {
+        "metric_rows": [_digest(row) for row in rows],
+        "last_row": rows[-1],
+        "tensors": {name: _digest(tensor) for name, tensor in tensors.items()},
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["ppo", "dt", "odt"])
+def test_a_fixed_seed_run_gives_the_recorded_metrics_and_tensors(algo: str, tmp_path: Path) -> None:
+    expected = json.loads(RECORD.read_text())[algo]
+    got = fingerprint(algo, tmp_path)
+    rows, want = got["metric_rows"], expected["metric_rows"]
+    first = next((i for i, (a, b) in enumerate(zip(rows, want, strict=False)) if a != b), None)
+    assert first is None and len(rows) == len(want), (
+        f"metrics.jsonl differs from the record from row {first} of {len(want)} (last row now "
+        f"{got['last_row']}, recorded {expected['last_row']})"
+    )
+    changed = sorted(
+        k for k in expected["tensors"] if got["tensors"].get(k) != expected["tensors"][k]
+    )
+    assert not changed and got["tensors"].keys() == expected["tensors"].keys(), (
+        f"checkpoint tensors differ: {changed[:8]}; added/removed: "
+        f"{sorted(got['tensors'].keys() ^ expected['tensors'].keys())[:8]}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Re-record the fixed-seed runs' digests.")
+    parser.add_argument("--record", action="store_true", required=True)
+    parser.add_argument("--algos", nargs="*", default=["ppo", "dt", "odt"])
+    args = parser.parse_args()
+    record = json.loads(RECORD.read_text()) if RECORD.exists() else {}
+    with tempfile.TemporaryDirectory() as folder:
+        for algo in args.algos:
+            record[algo] = fingerprint(algo, Path(folder))
+            print(
+                f"{algo}: {len(record[algo]['metric_rows'])} rows, last {record[algo]['last_row']}"
+            )
+    RECORD.parent.mkdir(exist_ok=True)
+    RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
