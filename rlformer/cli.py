@@ -70,12 +70,14 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from rlformer.checkpoints import CheckpointError
     from rlformer.config import ConfigError
     from rlformer.data.errors import DatasetError
+    from rlformer.extras import MissingExtra
     from rlformer.policies.base import PolicyError
     from rlformer.rollout.env_factory import EnvError
     from rlformer.rollout.env_guard import EnvCrash, EnvDataError
 
     return (
         ConfigError,
+        MissingExtra,
         EnvError,
         CheckpointError,
         DatasetError,
@@ -547,12 +549,14 @@ def export(
     The graph holds normalisation, episode resets and the env's action format; policy.json
     describes its inputs, state and sampling. `rlformer eval DIR` evaluates the export.
     """
+    from rlformer.extras import MissingExtra, require
     from rlformer.policies import load_policy
     from rlformer.policies.export import ExportError, export_policy
 
     try:
+        require("export", "rlformer export")
         written = export_policy(load_policy(policy, trust=trust_checkpoint), out, fmt)
-    except (*_user_errors(), ExportError) as err:
+    except (*_user_errors(), ExportError, MissingExtra) as err:
         fail(str(err))
     typer.echo(f"wrote {written}")
 
@@ -615,6 +619,12 @@ def serve_command(
     The URL is printed once the server answers. Ctrl-C stops it (on a cluster: deletes only
     this server's application).
     """
+    from rlformer.extras import MissingExtra, require
+
+    try:
+        require("serve", "rlformer serve")
+    except MissingExtra as err:
+        fail(str(err))
     from rlformer.serve import ServeOptions, load_servable, serve_forever
     from rlformer.serve.launch import ServeStartError, normalize_route_prefix
     from rlformer.serve.state_blob import read_state_key

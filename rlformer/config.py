@@ -228,7 +228,11 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping, turning file and syntax problems into :class:`ConfigError`."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"{path}: config file not found")
+        shipped = shipped_config(str(path))
+        if shipped is None:
+            names = ", ".join(shipped_config_names()[:12])
+            raise ConfigError(f"{path}: config file not found (nor a shipped config: {names}, ...)")
+        path = shipped
     try:
         data = _parse_yaml(path.read_text())
     except UnicodeDecodeError:
@@ -244,6 +248,35 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
             f"{path}: top level must be a mapping of sections, got {type(data).__name__}"
         )
     return data
+
+
+def shipped_config(name: str) -> Path | None:
+    """The config of the repository's ``configs/`` that ``name`` names (``quickstart``,
+    ``memory/popgym_count_recall``, with or without ``.yaml``), as installed with the package,
+    so that ``rlformer train quickstart`` runs without a checkout; None when there is none."""
+    from importlib import resources
+
+    relative = name if name.endswith((".yaml", ".yml")) else f"{name}.yaml"
+    if relative.startswith(("/", ".")) or "\\" in relative:
+        return None
+    try:
+        candidate = resources.files("rlformer_configs").joinpath(relative)
+    except ModuleNotFoundError:
+        return None
+    path = Path(str(candidate))
+    return path if path.is_file() else None
+
+
+def shipped_config_names() -> list[str]:
+    """Names :func:`shipped_config` resolves, for error messages (the top level first)."""
+    from importlib import resources
+
+    try:
+        root = Path(str(resources.files("rlformer_configs")))
+    except ModuleNotFoundError:
+        return []
+    names = [p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml")]
+    return sorted(names, key=lambda n: (n.count("/"), n))
 
 
 def changed_keys(new: Mapping[str, Any], old: Mapping[str, Any], prefix: str = "") -> list[str]:

@@ -38,12 +38,14 @@ def read_minari(dataset_id: str) -> Dataset:
             "at run time: download it once with `minari download ID`, copy it there, create it "
             "with minari.DataCollector, or set MINARI_DATASETS_PATH to the folder that holds it"
         )
+    from rlformer.extras import MissingExtra, require
+
     try:
-        import minari
-    except ImportError as err:  # pragma: no cover - minari is a dependency
-        raise DatasetError(
-            f"minari:{dataset_id}: the minari package is not installed ({err})"
-        ) from None
+        require("minari", f"minari:{dataset_id}")
+    except MissingExtra as err:
+        raise DatasetError(str(err)) from None
+    import minari
+
     try:
         data = minari.load_dataset(dataset_id, download=False)
         raw_episodes = list(data.iterate_episodes())

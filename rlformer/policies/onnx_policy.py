@@ -53,6 +53,9 @@ class ExportedPolicy:
         self._build(name, meta, model)
 
     def _build(self, name: str, meta: dict[str, Any], model: bytes) -> None:
+        from rlformer.extras import require
+
+        require("export", f"{name} (an rlformer export)", ("onnxruntime",))
         from rlformer.policies.onnx_runner import OnnxPolicy
 
         try:

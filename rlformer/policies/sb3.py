@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlformer.extras import missing_modules
 from rlformer.policies.base import PolicyError, PolicyInfo
 
 # Policy module named in the zip's ``data`` json -> algorithm that can load it. Algorithms that
@@ -57,6 +58,11 @@ def load_sb3_model(path: Path, trust: bool = False) -> Any:
     (:mod:`rlformer.policies.sb3_safe`), so a crafted file cannot run code.
     """
     module = sb3_policy_module(path)
+    for prefix, package, name in SB3_ALGORITHMS:
+        if package == "sb3_contrib" and module.startswith(prefix):
+            from rlformer.extras import require
+
+            require("peers", f"{path} (an sb3-contrib {name} model)")
     options: dict[str, Any] = {"device": "cpu"}
     if not trust:
         from rlformer.policies.sb3_safe import safe_custom_objects
@@ -67,6 +73,8 @@ def load_sb3_model(path: Path, trust: bool = False) -> Any:
             return _algorithm(package, name).load(path, **options)
     failures = []
     for _, package, name in SB3_ALGORITHMS:
+        if package == "sb3_contrib" and missing_modules("peers"):
+            continue
         try:
             return _algorithm(package, name).load(path, **options)
         except Exception as err:  # each algorithm rejects foreign files its own way
