@@ -302,3 +302,19 @@ def test_the_pilot_commands_are_valid_configs() -> None:
             cfg = load_config(None, sets)
             assert cfg.model.value_scaling == choice
             assert cfg.run.seed == 1 and cfg.ppo.total_steps == 1000
+
+
+@pytest.mark.parametrize("choice", ["percentile", "symlog", "popart"])
+def test_accumulated_chunks_give_the_one_chunk_update(choice: str) -> None:
+    """learner.accumulate splits each minibatch; with the percentile scale (no per-minibatch
+    standardisation) and PopArt's rescaled head the step stays the one-chunk step."""
+    from tests.learners.test_parallel_learners import (
+        _assert_same_update,
+        _fragment,
+        _one_learner_update,
+    )
+
+    cfg, model, fragment = _fragment("gtrxl", **{"model.value_scaling": choice})
+    one, metrics_one = _one_learner_update(cfg, model, fragment, k=1)
+    chunked, metrics = _one_learner_update(cfg, model, fragment, k=3)
+    _assert_same_update(one, chunked, metrics_one, metrics)
