@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope --durations=15
 
-.PHONY: install quickstart test test-fast lint bench peer-cleanrl clean
+.PHONY: install quickstart test test-fast lint bench peer-cleanrl wheel-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ test: install
 ## Everything except tests marked slow.
 test-fast: install
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow" $(PYTEST_ARGS)
+
+## A wheel, installed alone (no extras) in a fresh venv, trains the quickstart task (CI runs it).
+wheel-check:
+	PYTHON=$(PYTHON) bash .ci/wheel_check
 
 lint: install
 	$(BIN)/ruff check rlformer envs tests scripts
