@@ -9,6 +9,9 @@ step after the memory has filled up (steady state):
 * ``onnxruntime``: the exported graph through the reference runner (numpy in and out) and as a
   bare ``session.run``.
 
+The exported step (and so ``torch step``) carries the memory's attention keys and values as
+state, as eager inference keeps them in the core's projection cache (policy format 2).
+
 All with one thread (``torch.set_num_threads(1)``, onnxruntime ``intra_op_num_threads=1``), at
 batch 1 and 64, for the GTrXL of the popgym preset and the same with memory_length 256::
 
