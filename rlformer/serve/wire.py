@@ -160,8 +160,12 @@ def decode_mask(space: gym.Space, value: Any) -> np.ndarray | None:
     if not all(isinstance(v, bool) or v in (0, 1) for v in value):
         raise _bad("action_mask", "expected booleans")
     mask = np.array(value, dtype=bool)
-    if not mask.any():
-        raise _bad("action_mask", "allows no action")
+    multi = isinstance(space, gym.spaces.MultiDiscrete)
+    parts = np.split(mask, np.cumsum(np.asarray(space.nvec).reshape(-1))[:-1]) if multi else [mask]
+    for component, part in enumerate(parts):
+        if not part.any():  # a batch row without a valid action would fail its whole batch
+            where = f" in action component {component}" if len(parts) > 1 else ""
+            raise _bad("action_mask", f"allows no action{where}")
     return mask
 
 

@@ -87,3 +87,16 @@ def _tensors(value: object) -> list[torch.Tensor]:
     if hasattr(value, "__dataclass_fields__"):
         return [t for f in value.__dataclass_fields__ for t in _tensors(getattr(value, f))]
     return []
+
+
+def test_a_mask_with_a_component_that_allows_nothing_is_refused() -> None:
+    """Such a row would make an export refuse its whole batch: refused alone, with a 400."""
+    from rlformer.serve.wire import decode_mask
+
+    space = gym.spaces.MultiDiscrete([2, 3])
+    assert decode_mask(space, [True, False, False, True, False]).sum() == 2
+    with pytest.raises(RequestError, match="no action in action component 1") as refused:
+        decode_mask(space, [True, True, False, False, False])
+    assert refused.value.status == 400
+    with pytest.raises(RequestError, match="allows no action$"):
+        decode_mask(gym.spaces.Discrete(3), [False, False, False])
