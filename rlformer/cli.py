@@ -57,6 +57,13 @@ TRUST_HELP = (
 # Flags take one form (no --no- twin): the default is always off, and a twin column would
 # squeeze every command's help.
 TrustCheckpoint = Annotated[bool, typer.Option("--trust-checkpoint", help=TRUST_HELP)]
+RayAddress = Annotated[
+    str | None,
+    typer.Option(help="Join a running Ray cluster ('auto' or host:port); default: embedded."),
+]
+DryRunTrials = Annotated[
+    bool, typer.Option("--dry-run", help="Validate the file and list the trials, then stop.")
+]
 
 
 def fail(message: str, code: int = USER_ERROR_EXIT) -> NoReturn:
@@ -679,17 +686,12 @@ def dataset_info(
 @sweep_app.command("run")
 def sweep_run(
     file: Annotated[Path, typer.Argument(help="Sweep file (configs/sweeps/*.yaml).")],
-    address: Annotated[
-        str | None,
-        typer.Option(help="Join a running Ray cluster ('auto' or host:port); default: embedded."),
-    ] = None,
+    address: RayAddress = None,
     dir_: Annotated[
         Path | None,
         typer.Option("--dir", help="Sweep folder (default: the file's `dir`, else sweeps/NAME)."),
     ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Validate the file and list the trials, then stop.")
-    ] = False,
+    dry_run: DryRunTrials = False,
 ) -> None:
     """Run a sweep file's trials on Ray Tune (same command again: continue a killed sweep).
 
@@ -787,17 +789,12 @@ app.add_typer(tune_app, name="tune")
 @tune_app.command("run")
 def tune_run(
     file: Annotated[Path, typer.Argument(help="Tune file (configs/tune/*.yaml).")],
-    address: Annotated[
-        str | None,
-        typer.Option(help="Join a running Ray cluster ('auto' or host:port); default: embedded."),
-    ] = None,
+    address: RayAddress = None,
     dir_: Annotated[
         Path | None,
         typer.Option("--dir", help="Tune folder (default: the file's `dir`, else tune/NAME)."),
     ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Validate the file and list the trials, then stop.")
-    ] = False,
+    dry_run: DryRunTrials = False,
 ) -> None:
     """Search a tune file's space on Ray Tune; write best.yaml, trials.md/.csv, curves.png.
 
