@@ -4,6 +4,6 @@ GTrXL policies trained online with PPO and Decision Transformers trained offline
 memory-enabled attention core (:mod:`rlformer.core`).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 import rlformer_envs as _register_tasks  # noqa: E402, F401  (registers the rlformer/* env ids)
