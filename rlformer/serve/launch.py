@@ -63,6 +63,7 @@ class Endpoint:
     host: str
     port: int
     route_prefix: str = "/"
+    cluster_host: str | None = None  # the Ray address's host, when the app runs on a cluster
 
     @property
     def url(self) -> str:
@@ -72,9 +73,11 @@ class Endpoint:
 
     @property
     def reachable_url(self) -> str:
-        """:attr:`url` with a wildcard host replaced by loopback, for this machine to call."""
-        wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
-        return replace(self, host=wildcard.get(self.host, self.host)).url
+        """:attr:`url` as this machine calls it: a proxy listening on every interface is
+        reached at the cluster's host, or at loopback when it runs here."""
+        if self.host in ("0.0.0.0", "::", ""):
+            return replace(self, host=self.cluster_host or "127.0.0.1").url
+        return self.url
 
 
 def normalize_route_prefix(prefix: str) -> str:
@@ -128,11 +131,15 @@ def start(
             check_port_free(host, port)
         _init_ray(address)
     running = _serve_details()
+    cluster_host = None  # HOST of --address HOST:PORT (or ray://HOST:PORT)
+    if address is not None:
+        cluster_host = address.split("://")[-1].rpartition(":")[0].strip("[]") or None
     if running is not None:
         endpoint = _check_cluster_slot(running, name, route_prefix, port)
     else:
         endpoint = Endpoint(host, port, route_prefix)
         serve.start(http_options={"host": host, "port": port})
+    endpoint = replace(endpoint, cluster_host=cluster_host)
     serve.run(build_app(policy, options), name=name, route_prefix=route_prefix, blocking=False)
     return endpoint
 
