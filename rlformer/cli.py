@@ -74,13 +74,13 @@ def fail(message: str, code: int = USER_ERROR_EXIT) -> NoReturn:
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
-    from rlformer.checkpoints import CheckpointError
     from rlformer.config import ConfigError
     from rlformer.data.errors import DatasetError
     from rlformer.extras import MissingExtra
     from rlformer.policies.base import PolicyError
     from rlformer.rollout.env_factory import EnvError
     from rlformer.rollout.env_guard import EnvCrash, EnvDataError
+    from rlformer.runs.checkpoints import CheckpointError
 
     return (
         ConfigError,
@@ -127,10 +127,10 @@ def train(
     (130 / 143) saying how to resume; a second signal stops at once.
     """
     from rlformer.config import load_config
-    from rlformer.interrupts import Interrupted
-    from rlformer.training import RunFailed, check_config
-    from rlformer.training import resume as resume_run
-    from rlformer.training import train as train_run
+    from rlformer.runs.signals import Interrupted
+    from rlformer.runs.training import RunFailed, check_config
+    from rlformer.runs.training import resume as resume_run
+    from rlformer.runs.training import train as train_run
 
     if config is not None and resume is not None:
         fail("give either CONFIG (a new run) or --resume RUN_DIR (continue a run), not both")
@@ -144,7 +144,7 @@ def train(
             if cfg.preset is not None:
                 typer.echo(
                     f"preset {cfg.preset}: its settings under the config's own "
-                    "(rlformer/presets.py; preset: null for none)"
+                    "(rlformer/config/presets.py; preset: null for none)"
                 )
             if dry_run:
                 typer.echo(check_config(cfg))
@@ -531,7 +531,7 @@ def _policy_env(policy: str, trust: bool):  # noqa: ANN202 - EnvConfig | None
         from rlformer.policies import load_policy
 
         return load_policy(policy, trust).info.training_env
-    from rlformer.checkpoints import checkpoint_config, load_checkpoint, refuse_saved_calls
+    from rlformer.runs.checkpoints import checkpoint_config, load_checkpoint, refuse_saved_calls
 
     env_cfg = checkpoint_config(load_checkpoint(policy, trust), policy).env
     refuse_saved_calls(env_cfg, policy, trust)
@@ -556,9 +556,9 @@ def export(
     The graph holds normalisation, episode resets and the env's action format; policy.json
     describes its inputs, state and sampling. `rlformer eval DIR` evaluates the export.
     """
+    from rlformer.export.writer import ExportError, export_policy
     from rlformer.extras import MissingExtra, require
     from rlformer.policies import load_policy
-    from rlformer.policies.export import ExportError, export_policy
 
     try:
         require("export", "rlformer export")
@@ -633,9 +633,9 @@ def serve_command(
     except MissingExtra as err:
         fail(str(err))
     from rlformer.serve import ServeOptions, load_servable, serve_forever
+    from rlformer.serve.batched_steps import UnservablePolicy
     from rlformer.serve.launch import ServeStartError, normalize_route_prefix
     from rlformer.serve.state_blob import read_state_key
-    from rlformer.serve.stepper import UnservablePolicy
 
     if state_key_file is not None and not stateless:
         fail("--state-key-file signs the state blobs of --stateless; add --stateless")

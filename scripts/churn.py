@@ -1,6 +1,6 @@
 """Churn under load: PPO on the Ray backend while rollout workers are SIGKILLed.
 
-Runs ``rlformer.training.train`` in this process with ``rollout.backend=ray`` (a real local Ray,
+Runs ``rlformer.runs.training.train`` in this process with ``rollout.backend=ray`` (a real local Ray,
 several workers with fractional ``worker_cpus``, a tiny GTrXL) and kills one rollout worker
 process every ``--kill-every`` iterations, at a random moment while that iteration's fragments
 are being collected (``--max-delay`` seconds after collection starts; a kill that lands after
@@ -163,10 +163,10 @@ def run_churn(
     root: Path | None = None,
 ) -> ChurnReport:
     """Train under churn and check the invariants (see the module docstring)."""
-    import rlformer.algos.ppo as ppo_algorithm
-    import rlformer.training as training
-    from rlformer.checkpoints import latest_checkpoint, read_checkpoint_file
-    from rlformer.runs import read_metrics
+    import rlformer.algos.ppo.algorithm as ppo_algorithm
+    import rlformer.runs.training as training
+    from rlformer.runs.checkpoints import latest_checkpoint, read_checkpoint_file
+    from rlformer.runs.directory import read_metrics
 
     planned_kills = iterations // kill_every
     cfg = churn_config(

@@ -123,10 +123,10 @@ import json, sys
 import numpy as np, torch
 import rlformer_envs  # noqa: F401
 from rlformer.config import load_config
-from rlformer.training import train
+from rlformer.runs.training import train
 from rlformer.policies import load_policy
-from rlformer.policies.export import export_policy
-from rlformer.policies.onnx_policy import ExportedPolicy
+from rlformer.export.writer import export_policy
+from rlformer.export.onnx_policy import ExportedPolicy
 from rlformer.rollout.env_factory import vector_env_from_config
 
 root, device = sys.argv[1], sys.argv[2]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from rlformer.checkpoints import load_checkpoint
+from rlformer.runs.checkpoints import load_checkpoint
 
 TINY = [
     "env.id=rlformer/TMaze-v0",

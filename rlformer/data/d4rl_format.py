@@ -16,7 +16,7 @@ returns, rlformer version); lists and dicts are stored as JSON strings.
 
 Observations of Dict / Tuple spaces are groups: ``observations/<leaf path> [N, ...]``, one
 dataset per leaf at its path (``observations/image``, ``observations/inner/0``: Dict keys and
-Tuple indices, :mod:`rlformer.models.spaces`), each in the leaf's own dtype;
+Tuple indices, :mod:`rlformer.networks.spaces`), each in the leaf's own dtype;
 ``next_observations`` likewise. Arrays of images (two or more dimensions per step) are stored
 gzip-compressed in chunks of whole steps, so a pixel dataset costs a fraction of its raw size
 and reading a range of steps decompresses only the chunks that hold it.
@@ -33,7 +33,7 @@ import numpy as np
 
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.errors import DatasetError
-from rlformer.models.spaces import Tree, tree_first, tree_map, tree_stack
+from rlformer.networks.spaces import Tree, tree_first, tree_map, tree_stack
 
 REQUIRED = ("observations", "actions", "rewards", "terminals")
 OPTIONAL = ("timeouts", "next_observations")

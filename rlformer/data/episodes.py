@@ -18,7 +18,7 @@ class Episode:
     (a time limit, or a recording that stopped mid-episode).
 
     Observations of Dict / Tuple spaces are trees: ``{leaf path: [n, *leaf_shape]}``
-    (:mod:`rlformer.models.spaces`)."""
+    (:mod:`rlformer.networks.spaces`)."""
 
     observations: Any  # [n, *obs_shape], or {leaf path: [n, *leaf_shape]}
     actions: np.ndarray  # [n, *act_shape]

@@ -3,7 +3,7 @@
 Minari stores ``n + 1`` observations per episode of ``n`` steps (the last is the final
 observation), so an episode's ``observations`` are the first ``n`` and ``next_observations`` the
 last ``n``. Observations of Dict / Tuple spaces (Minari gives nested dicts and tuples of
-arrays) become trees, ``{leaf path: array}`` (:mod:`rlformer.models.spaces`); text leaves
+arrays) become trees, ``{leaf path: array}`` (:mod:`rlformer.networks.spaces`); text leaves
 such as MiniGrid's mission are left out (no encoder reads them), and named in the metadata.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.errors import DatasetError
-from rlformer.models.spaces import Tree, tree_first, tree_map
+from rlformer.networks.spaces import Tree, tree_first, tree_map
 
 
 def minari_root() -> Path:

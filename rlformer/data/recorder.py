@@ -22,7 +22,7 @@ import rlformer
 from rlformer.config import EnvConfig
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.episodes import Dataset, Episode
-from rlformer.models.spaces import Tree, flatten_obs, is_composite, tree_stack
+from rlformer.networks.spaces import Tree, flatten_obs, is_composite, tree_stack
 from rlformer.policies import Policy, load_policy
 from rlformer.policies.simple import NoisyPolicy, RandomPolicy
 from rlformer.rollout.action_masks import vector_masks

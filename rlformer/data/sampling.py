@@ -8,7 +8,7 @@ real step is always last.
 
 States are one standardised vector per step, or (for images, discrete and composite
 observations) one array per leaf kept in its own dtype, as the model's encoder reads them
-(:class:`~rlformer.models.dt_spaces.StateLayout`): a window of uint8 images stays uint8.
+(:class:`~rlformer.networks.dt_spaces.StateLayout`): a window of uint8 images stays uint8.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from rlformer.data.episodes import Dataset
-from rlformer.models.dt_spaces import StateLayout
-from rlformer.models.spaces import Tree, tree_map, tree_stack
+from rlformer.networks.dt_spaces import StateLayout
+from rlformer.networks.spaces import Tree, tree_map, tree_stack
 
 
 @dataclass

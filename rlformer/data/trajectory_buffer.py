@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from rlformer.data.episodes import Episode
-from rlformer.models.spaces import tree_map
+from rlformer.networks.spaces import tree_map
 
 
 class CapacityChanged(ValueError):

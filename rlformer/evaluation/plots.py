@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rlformer.runs import read_metrics
+from rlformer.runs.directory import read_metrics
 
 if TYPE_CHECKING:
     from rlformer.evaluation.report import EvaluationReport

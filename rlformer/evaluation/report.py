@@ -19,8 +19,8 @@ from rich.table import Table
 
 from rlformer.config import EnvConfig
 from rlformer.data.references import normalized_score, reference_for
-from rlformer.evaluation.fitting import check_fits, space_mismatch
 from rlformer.evaluation.runner import EpisodeResults, run_policy_episodes
+from rlformer.evaluation.space_match import check_fits, space_mismatch
 from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
 from rlformer.evaluation.suites import Suite
 from rlformer.policies.base import Policy

@@ -13,9 +13,7 @@ import numpy as np
 import torch
 
 from rlformer.config import EnvConfig
-from rlformer.models.actor_critic import ActorCritic
-from rlformer.policies.actor_critic import ActorCriticPolicy
-from rlformer.policies.base import Policy, PolicyInfo
+from rlformer.policies.base import Policy
 from rlformer.rollout.action_masks import vector_masks
 from rlformer.rollout.env_factory import vector_env_from_config
 
@@ -54,21 +52,6 @@ class EpisodeResults:
         if self.success_rate is not None:
             out["success_rate"] = self.success_rate
         return out
-
-
-def run_episodes(
-    model: ActorCritic,
-    env_cfg: EnvConfig,
-    episodes: int,
-    num_envs: int = 8,
-    deterministic: bool = True,
-    seed: int = 0,
-    device: torch.device | str = "cpu",
-) -> EpisodeResults:
-    """Play ``episodes`` full episodes with a bare actor-critic (a training run's current
-    weights); see :func:`run_policy_episodes`."""
-    policy = ActorCriticPolicy(model, PolicyInfo("model", "ppo"), device)
-    return run_policy_episodes(policy, env_cfg, episodes, num_envs, seed, deterministic)
 
 
 def run_policy_episodes(

@@ -20,19 +20,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlformer.models.actor_critic import ActorCritic
-from rlformer.models.spaces import flatten_obs, leaf_spaces, tree_first
-from rlformer.policies.actor_critic import ActorCriticPolicy
-from rlformer.policies.base import Policy, PolicyInfo, PolicyState
+from rlformer.config.sections.registry import load_attr, registered
+from rlformer.networks.spaces import flatten_obs, leaf_spaces, tree_first
+from rlformer.policies.base import Policy, PolicyState
 
 
 class Predictor:
-    """Wraps a policy (or a bare :class:`ActorCritic`) with SB3's ``predict`` signature."""
+    """Wraps a policy (or a bare network an algorithm acts with, such as PPO's
+    :class:`~rlformer.networks.actor_critic.ActorCritic`) with SB3's ``predict`` signature."""
 
-    def __init__(self, policy: Policy | ActorCritic, seed: int = 0) -> None:
-        if isinstance(policy, ActorCritic):
-            policy = ActorCriticPolicy(policy, PolicyInfo("model", "ppo"))
-        self.policy = policy
+    def __init__(self, policy: Any, seed: int = 0) -> None:
+        self.policy: Policy = as_policy(policy)
         self.generator = torch.Generator().manual_seed(seed)
         self.observation_space = policy.observation_space
         self.action_space = policy.action_space
@@ -100,3 +98,15 @@ def _add_batch_axis(observation: Any) -> Any:
     if isinstance(observation, tuple):
         return tuple(_add_batch_axis(value) for value in observation)
     return np.asarray(observation)[None]
+
+
+def as_policy(obj: Any) -> Policy:
+    """``obj`` when it is a policy; else the policy of the algorithm whose network it is."""
+    if hasattr(obj, "act") and hasattr(obj, "initial_state"):
+        return obj
+    for spec in registered():
+        if spec.network_policy is not None:
+            policy = load_attr(spec.network_policy)(obj)
+            if policy is not None:
+                return policy
+    raise TypeError(f"{type(obj).__name__} is neither a policy nor a network of an algorithm")

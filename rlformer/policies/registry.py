@@ -2,9 +2,8 @@
 
 ``random``, ``sb3:PATH.zip``, an ``rlformer export`` directory (``policy.json`` +
 ``policy.onnx``, run by onnxruntime), or an rlformer run directory / checkpoint file, whose
-``kind`` entry picks the loader. Each checkpoint kind registers how its checkpoints become a policy:
-PPO's (``ppo``) and the Decision Transformers' (``dt``, which ODT checkpoints share) here; an
-algorithm with a kind of its own calls :func:`register_policy_loader` in its module.
+``kind`` entry picks the loader: the ``policy_loader`` of the algorithm that declares that kind
+(:mod:`rlformer.config.sections.registry`), or one given to :func:`register_policy_loader`.
 """
 
 from __future__ import annotations
@@ -15,16 +14,16 @@ from typing import Any
 
 import torch
 
-from rlformer.checkpoints import CheckpointError, load_checkpoint, refuse_saved_calls
+from rlformer.config.sections.registry import load_attr, registered, spec_for_kind
 from rlformer.core.device import resolve_device
-from rlformer.policies.actor_critic import actor_critic_policy
 from rlformer.policies.base import Policy, PolicyError
-from rlformer.policies.decision_transformer import dt_policy
+from rlformer.runs.checkpoints import CheckpointError, load_checkpoint, refuse_saved_calls
 
 PolicyLoader = Callable[[dict[str, Any], str], Policy]
 """``(checkpoint payload, name) -> Policy``; raises :class:`CheckpointError` on bad content."""
 
-_LOADERS: dict[str, PolicyLoader] = {"ppo": actor_critic_policy, "dt": dt_policy}
+_LOADERS: dict[str, PolicyLoader] = {}
+"""Loaders given to :func:`register_policy_loader`; the algorithms' own come from their specs."""
 
 
 def register_policy_loader(kind: str, loader: PolicyLoader) -> None:
@@ -32,14 +31,26 @@ def register_policy_loader(kind: str, loader: PolicyLoader) -> None:
     _LOADERS[kind] = loader
 
 
+_OLDEST_KIND = "ppo"
+"""The kind of checkpoints written before checkpoints named their kind."""
+
+
+def _loader(kind: str) -> PolicyLoader | None:
+    if kind in _LOADERS:
+        return _LOADERS[kind]
+    spec = spec_for_kind(kind)
+    return None if spec is None else load_attr(spec.policy_loader)  # type: ignore[arg-type]
+
+
 def policy_from_payload(payload: dict[str, Any], name: str) -> Policy:
     """The policy a loaded checkpoint holds (weights checked to be finite)."""
-    kind = str(payload.get("kind", "ppo"))
-    loader = _LOADERS.get(kind)
+    kind = str(payload.get("kind", _OLDEST_KIND))
+    loader = _loader(kind)
     if loader is None:
+        known = {s.kind for s in registered() if s.policy_loader is not None} | set(_LOADERS)
         raise CheckpointError(
             f"{name}: a {kind!r} checkpoint, which no loaded module can act with "
-            f"(known kinds: {', '.join(sorted(_LOADERS))})"
+            f"(known kinds: {', '.join(sorted(known))})"
         )
     _require_finite_weights(payload, name)
     return loader(payload, name)
@@ -53,16 +64,16 @@ def load_policy(spec: str | Path, trust: bool = False, device: str = "cpu") -> P
     them there.
 
     rlformer checkpoints are read without unpickling and SB3 zips through an allow-list,
-    unless ``trust`` (see :mod:`rlformer.checkpoints`, :mod:`rlformer.policies.sb3_safe`).
+    unless ``trust`` (see :mod:`rlformer.runs.checkpoints`, :mod:`rlformer.policies.sb3_safe`).
     Exports hold no pickle at all. A training env whose ``env.imports`` call a function is
-    refused unless ``trust`` (:func:`~rlformer.checkpoints.refuse_saved_calls`).
+    refused unless ``trust`` (:func:`~rlformer.runs.checkpoints.refuse_saved_calls`).
     """
     text = str(spec)
     if text.startswith("sb3:"):
         from rlformer.policies.sb3 import sb3_policy
 
         return place_policy(sb3_policy(text, trust), device, text)
-    from rlformer.policies.onnx_policy import ExportedPolicy, is_export_dir
+    from rlformer.export.onnx_policy import ExportedPolicy, is_export_dir
 
     if is_export_dir(text):
         policy: Policy = ExportedPolicy(text)

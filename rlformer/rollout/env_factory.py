@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from rlformer.presets import PRESETS, family_preset
+from rlformer.config.presets import PRESETS, family_preset
 from rlformer.rollout.action_masks import ActionMaskError, ActionMaskToInfo
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def import_env_modules(imports: Sequence[str]) -> None:
     ``module:function`` entry, once per process.
 
     Entries that call functions and come from a checkpoint rather than the user are refused
-    before they get here (:func:`rlformer.checkpoints.refuse_saved_calls`).
+    before they get here (:func:`rlformer.runs.checkpoints.refuse_saved_calls`).
     """
     for name in imports:
         what = f"env.imports entry {name!r}"
@@ -231,7 +231,7 @@ def describe_env(cfg: EnvConfig) -> str:
 
 def check_spaces(observation_space: gym.Space, action_space: gym.Space, cfg: EnvConfig) -> None:
     """Raise :class:`EnvError` when rlformer cannot encode the spaces (after the wrappers)."""
-    from rlformer.models.spaces import SpaceError, check_action_space, check_observation_space
+    from rlformer.networks.spaces import SpaceError, check_action_space, check_observation_space
 
     try:
         check_observation_space(observation_space)

@@ -16,7 +16,7 @@ With ``ppo.memory_gradient_steps = B > 0`` a fragment also carries a :class:`Pre
 can recompute the memory the fragment starts from with gradient (see ``learners/ppo.py``).
 
 ``obs`` is one array for flat observation spaces and a dict from leaf path to array for Dict /
-Tuple spaces (see :mod:`rlformer.models.spaces`); images stay uint8. ``rewards`` are what the
+Tuple spaces (see :mod:`rlformer.networks.spaces`); images stay uint8. ``rewards`` are what the
 model was fed as previous rewards (scaled when ``model.normalize_reward`` is on, with the
 statistics the worker had); ``env_rewards`` are the env's own, which the learner scales afresh
 for the returns. ``statistics`` holds the moments of what the workers saw, merged in worker
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlformer.models.actor_critic import AgentState
-from rlformer.models.normalization import Moments, merge_moments
-from rlformer.models.spaces import Tree, tree_stack
+from rlformer.networks.actor_critic import AgentState
+from rlformer.networks.normalization import Moments, merge_moments
+from rlformer.networks.spaces import Tree, tree_stack
 
 
 @dataclass

@@ -21,7 +21,7 @@ the batch the actors started at the previous call and starts the next one with t
 given, so the actors sample while the learner updates, one policy version behind it. On a
 machine where one fragment costs about as long as one update this nearly halves an iteration;
 the fragments still carry the version that produced them, and PPO trains on such a batch with
-decoupled clipping (rlformer/learners/ppo.py). A checkpoint waits for the batch in flight and
+decoupled clipping (rlformer/algos/ppo/learner.py). A checkpoint waits for the batch in flight and
 keeps it with the actors' states, so a resumed run continues exactly as an uninterrupted one.
 
 Ray is imported only here, so the local backend works without it.

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 from rlformer.config import EnvConfig, ModelConfig
-from rlformer.models.actor_critic import ActorCritic, ActOutput, AgentState
-from rlformer.models.encoders import to_torch
-from rlformer.models.normalization import Moments, moments
-from rlformer.models.spaces import flatten_obs, tree_map, tree_set, tree_stack
+from rlformer.networks.actor_critic import ActorCritic, ActOutput, AgentState
+from rlformer.networks.encoders import to_torch
+from rlformer.networks.normalization import Moments, moments
+from rlformer.networks.spaces import flatten_obs, tree_map, tree_set, tree_stack
 from rlformer.rollout.action_masks import rows_without_valid_action, vector_masks
 from rlformer.rollout.env_factory import vector_env_from_config
 from rlformer.rollout.env_guard import EnvDataError, EnvGuard, first_nonfinite_slot

@@ -13,7 +13,7 @@ Endpoints (see the README's "Serve a policy"):
 Decision Transformers take ``"target_return"`` at ``episode_start: true``.
 
 Errors are one JSON line ``{"error": ..., "code": ..., "status": ...}`` with a 4xx / 5xx status.
-The JSON forms of observations and actions are in :mod:`rlformer.serve.wire`.
+The JSON forms of observations and actions are in :mod:`rlformer.serve.messages`.
 """
 
 from rlformer.serve.deployments import ServeOptions, build_app

@@ -31,10 +31,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from rlformer.policies.base import Policy
+from rlformer.serve.batched_steps import RowOps, parse_step, row_ops, step_batch
+from rlformer.serve.messages import RequestError, jsonable
 from rlformer.serve.sessions import SessionStore
 from rlformer.serve.state_blob import StateCodec, new_state_key, policy_fingerprint
-from rlformer.serve.stepper import RowOps, parse_step, row_ops, step_batch
-from rlformer.serve.wire import RequestError, jsonable
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -114,7 +114,7 @@ class PolicyReplica:
         }
 
     def describe(self) -> dict[str, Any]:
-        from rlformer.spaces_codec import space_to_data
+        from rlformer.export.space_codec import space_to_data
 
         info = {k: v for k, v in vars(self.policy.info).items() if k != "training_env"}
         codec = self.codec

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rlformer.policies.base import Policy
+from rlformer.serve.batched_steps import row_ops
 from rlformer.serve.deployments import ServeOptions, build_app
-from rlformer.serve.stepper import row_ops
 
 APP_NAME = "rlformer"
 READY_TIMEOUT_S = 180.0

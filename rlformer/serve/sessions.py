@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlformer.serve.wire import RequestError
+from rlformer.serve.messages import RequestError
 
 
 @dataclass

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlformer.serve.wire import RequestError, jsonable
+from rlformer.serve.messages import RequestError, jsonable
 
 MAGIC = b"RFS1"
 _COMPRESSED = 1
@@ -79,7 +79,7 @@ def read_state_key(path: str | Path) -> str:
 def policy_fingerprint(policy: Any) -> bytes:
     """SHA-256 of what decides how a policy reads its state: its kind, spaces, weights and
     acting settings. Blobs sealed for one policy are refused by a server running another."""
-    from rlformer.spaces_codec import space_to_data
+    from rlformer.export.space_codec import space_to_data
 
     digest = hashlib.sha256(b"rlformer-serve-policy/1")
     spaces = [space_to_data(policy.observation_space), space_to_data(policy.action_space)]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from rlformer.evaluation.statistics import summarize_scores
-from rlformer.runs import read_metrics
+from rlformer.runs.directory import read_metrics
 
 
 @dataclass

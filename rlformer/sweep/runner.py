@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rlformer.config import ConfigError, TrainConfig
+from rlformer.config.sections.registry import algorithm_spec
 from rlformer.sweep.spec import Sweep
 
 TUNE_FOLDER = "tune"
@@ -48,7 +49,7 @@ class SweepOutcome:
 def check_sweep(sweep: Sweep) -> None:
     """Fail before Ray starts: every task's env builds, the folder belongs to this sweep."""
     from rlformer.rollout.env_factory import check_spaces, env_from_config
-    from rlformer.runs import check_run_root
+    from rlformer.runs.directory import check_run_root
 
     seen = set()
     for trial in sweep.trials:
@@ -226,8 +227,9 @@ def _trial_name(trial: Any) -> str:
 
 
 def _iterations(cfg: TrainConfig) -> int:
-    r = cfg.rollout
-    return math.ceil(cfg.ppo.total_steps / (r.num_workers * r.envs_per_worker * r.fragment_length))
+    planned = algorithm_spec(cfg.algo).planned_iterations
+    assert planned is not None, "sweeps refuse algorithms without planned_iterations"
+    return planned(cfg)
 
 
 def _resources(sweep: Sweep, cfg: TrainConfig) -> Any:
@@ -282,8 +284,8 @@ def run_one(
     """
     import ray
 
-    from rlformer.runs import RunDirError, RunLock
-    from rlformer.training import train
+    from rlformer.runs.directory import RunDirError, RunLock
+    from rlformer.runs.training import train
 
     folder = Path(cfg.run.root)
     done = folder / "done.json"
@@ -336,7 +338,7 @@ def _previous_run(folder: Path) -> Path | None:
 
 
 def _final_metrics(run_dir: Path, metric: str, iterations: int) -> dict[str, Any]:
-    from rlformer.runs import read_metrics
+    from rlformer.runs.directory import read_metrics
 
     final: dict[str, Any] = {}
     for row in read_metrics(run_dir):
@@ -347,7 +349,7 @@ def _final_metrics(run_dir: Path, metric: str, iterations: int) -> dict[str, Any
 
 
 def _atomic_json(path: Path, data: dict[str, Any]) -> None:
-    from rlformer.runs import atomic_write_bytes
+    from rlformer.runs.directory import atomic_write_bytes
 
     atomic_write_bytes(path, json.dumps(data, indent=1).encode())
 

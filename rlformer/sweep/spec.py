@@ -48,6 +48,7 @@ from rlformer.config import (
     format_validation_error,
     read_yaml,
 )
+from rlformer.config.sections.registry import algorithm_spec
 
 DISTRIBUTIONS = ("uniform", "loguniform", "randint")
 
@@ -200,8 +201,11 @@ def expand(spec: SweepSpec, source: Path, folder: Path) -> list[Trial]:
                     raise ConfigError(
                         f"{source}: trial {name}: {str(err).replace(chr(10), '; ')}"
                     ) from None
-                if cfg.algo != "ppo":
-                    raise ConfigError(f"{source}: sweeps run PPO trials; algo is {cfg.algo!r}")
+                if algorithm_spec(cfg.algo).planned_iterations is None:
+                    raise ConfigError(
+                        f"{source}: algo {cfg.algo} declares no planned_iterations, which "
+                        "sweeps schedule trials by"
+                    )
                 shown = {k: v.name if isinstance(v, NamedOption) else v for k, v in values.items()}
                 trials.append(Trial(name, task or cfg.env.id, variant, shown, seed, cfg))
     return trials

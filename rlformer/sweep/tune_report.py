@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from rlformer.config import TrainConfig, dump_config
-from rlformer.runs import read_metrics
+from rlformer.runs.directory import read_metrics
 
 
 @dataclass

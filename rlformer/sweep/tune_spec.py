@@ -42,7 +42,8 @@ from rlformer.config import (
     format_validation_error,
     read_yaml,
 )
-from rlformer.resume_rules import refuse_fixed_changes
+from rlformer.config.sections.registry import algorithm_spec, registered
+from rlformer.runs.resume import refuse_fixed_changes
 from rlformer.sweep.spec import (
     DISTRIBUTIONS,
     Resources,
@@ -117,9 +118,6 @@ class TuneSpec(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> TuneSpec:
-        for where in (self.set, self.space):
-            if "ppo.total_steps" in where:
-                raise ValueError("ppo.total_steps is the trials' `budget`; set budget instead")
         if self.scheduler.type != "none" and self.metric.startswith("eval/"):
             raise ValueError(
                 f"metric {self.metric} is logged once, after training; a scheduler compares "
@@ -140,12 +138,14 @@ class TuneSpec(_Strict):
                 )
         return self
 
-    def sweep_spec(self) -> SweepSpec:
-        """The same trials as a random sweep (what ``search: random`` runs)."""
+    def sweep_spec(self, budget_key: str | None = None) -> SweepSpec:
+        """The same trials as a random sweep (what ``search: random`` runs); ``budget_key``:
+        the algorithm's key that :attr:`budget` sets."""
+        budget = {} if budget_key is None else {budget_key: self.budget}
         return SweepSpec(
             name=self.name,
             base=self.base,
-            set={**self.set, "ppo.total_steps": self.budget},
+            set={**self.set, **budget},
             axes=self.space,
             search="random",
             num_samples=self.num_samples,
@@ -192,12 +192,12 @@ def load_tune(path: str | Path, directory: str | Path | None = None) -> Tune:
     base_raw = _base_mapping(sweep_spec, path)
     for key, value in sweep_spec.set.items():
         _set_path(base_raw, key, value, f"{path}: set")
-    try:
-        base = build_config(copy.deepcopy(base_raw))
-    except ConfigError as err:
-        raise ConfigError(f"{path}: base: {str(err).replace(chr(10), '; ')}") from None
-    if base.algo != "ppo":
-        raise ConfigError(f"{path}: rlformer tune runs PPO trials; algo is {base.algo!r}")
+    budget_key = _budget_key(_base_config(base_raw, path), path)
+    if budget_key in spec.set or budget_key in spec.space:
+        raise ConfigError(f"{path}: {budget_key} is the trials' `budget`; set budget instead")
+    sweep_spec = spec.sweep_spec(budget_key)
+    _set_path(base_raw, budget_key, spec.budget, f"{path}: budget")
+    base = _base_config(base_raw, path)
     if spec.scheduler.type == "pbt":
         _refuse_unresumable(spec, path)
     if spec.search == "random" and spec.scheduler.type != "pbt":
@@ -205,6 +205,35 @@ def load_tune(path: str | Path, directory: str | Path | None = None) -> Tune:
         return Tune(spec, path, folder, base, base_raw, sweep)
     _check_space_ends(spec, path, base_raw, folder)
     return Tune(spec, path, folder, base, base_raw, None)
+
+
+def cfg_value(cfg: TrainConfig, key: str) -> Any:
+    """The value of a dotted key (``ppo.total_steps``) of a validated config."""
+    value: Any = cfg
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _base_config(base_raw: dict[str, Any], path: Path) -> TrainConfig:
+    try:
+        return build_config(copy.deepcopy(base_raw))
+    except ConfigError as err:
+        raise ConfigError(f"{path}: base: {str(err).replace(chr(10), '; ')}") from None
+
+
+def _budget_key(base: TrainConfig, path: Path) -> str:
+    """The key a trial's env-step budget sets: the base algorithm's length key."""
+    algo = algorithm_spec(base.algo)
+    if algo.planned_iterations is None or algo.budget_unit != "env_steps":
+        able = [
+            s.name for s in registered() if s.planned_iterations and s.budget_unit == "env_steps"
+        ]
+        raise ConfigError(
+            f"{path}: rlformer tune gives trials budgets in env steps, which algo {base.algo} "
+            f"does not count ({algo.budget_unit}); tunable: {', '.join(able)}"
+        )
+    return algo.budget_key
 
 
 def space_keys(axis_key: str, axis: list[Any] | dict[str, Any]) -> list[str]:
@@ -266,8 +295,10 @@ def time_value(unit: str, env_steps: int, cfg: TrainConfig) -> int:
     """A duration in env steps expressed in ``unit`` (iterations rounded up)."""
     if unit == "env_steps":
         return env_steps
-    r = cfg.rollout
-    return math.ceil(env_steps / (r.num_workers * r.envs_per_worker * r.fragment_length))
+    spec = algorithm_spec(cfg.algo)
+    planned = spec.planned_iterations(cfg)  # type: ignore[misc]
+    total = int(cfg_value(cfg, spec.budget_key))
+    return math.ceil(env_steps * planned / total)
 
 
 TIME_ATTRS = {"env_steps": "env_steps", "iterations": "iteration"}

@@ -16,10 +16,10 @@ import argparse
 import json
 from pathlib import Path
 
-from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
-from rlformer.evaluation.runner import run_episodes
+from rlformer.algos.ppo.algorithm import load_agent
+from rlformer.algos.ppo.evaluation import run_episodes
 from rlformer.evaluation.statistics import summarize_scores
-from rlformer.training import load_agent
+from rlformer.runs.algorithm import FINAL_EVAL_SEED_OFFSET
 
 
 def best_on_final_episodes(run_dir: Path) -> tuple[float, float]:

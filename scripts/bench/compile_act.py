@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
+from rlformer.algos.ppo.algorithm import build_model
 from rlformer.config import load_config
 from rlformer.rollout.worker import RolloutWorker
-from rlformer.training import build_model
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "memory"
 DEFAULT_TASKS = ("popgym_position_only_pendulum", "popgym_minesweeper", "popgym_autoencode")

@@ -39,10 +39,10 @@ from memory_suite import (
     training_curve,
 )
 
-from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.config import load_config
 from rlformer.evaluation.runner import run_policy_episodes
-from rlformer.training import train
+from rlformer.runs.algorithm import FINAL_EVAL_SEED_OFFSET
+from rlformer.runs.training import train
 
 TASKS: dict[str, tuple[str, int]] = {  # name: (env id, env steps)
     "cartpole": ("CartPole-v1", 100_000),

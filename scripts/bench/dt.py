@@ -40,15 +40,15 @@ import rlformer_envs  # noqa: F401
 import torch
 from torch import nn
 
-from rlformer.algos.dt import normalized_actions
+from rlformer.algos.dt.algorithm import normalized_actions
+from rlformer.algos.dt.evaluation import run_return_conditioned
+from rlformer.algos.dt.policy import DTPolicy, action_bounds, build_dt, dt_encoder
 from rlformer.config import EnvConfig, load_config
 from rlformer.core.device import autocast_context, resolve_device
 from rlformer.data import Dataset, Episode, load_dataset
 from rlformer.data.sampling import WindowBatch, WindowSampler
-from rlformer.evaluation.dt_runner import run_return_conditioned
-from rlformer.models.decision_transformer import dt_loss
-from rlformer.models.dt_spaces import StateLayout
-from rlformer.policies.decision_transformer import DTPolicy, action_bounds, build_dt, dt_encoder
+from rlformer.networks.decision_transformer import dt_loss
+from rlformer.networks.dt_spaces import StateLayout
 from rlformer.rollout.env_factory import make_env
 
 

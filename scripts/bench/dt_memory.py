@@ -25,7 +25,7 @@ import torch
 from rlformer.config import load_config
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.synthetic import tmaze_walks
-from rlformer.training import train
+from rlformer.runs.training import train
 
 
 def record_corridor_walks(

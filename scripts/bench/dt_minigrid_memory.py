@@ -59,7 +59,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
+from rlformer.algos.dt.policy import dt_encoder
 from rlformer.config import (
     EnvConfig,
     TrainConfig,
@@ -71,14 +71,14 @@ from rlformer.data import load_dataset
 from rlformer.data.episodes import Dataset
 from rlformer.data.sampling import WindowSampler
 from rlformer.evaluation.runner import run_policy_episodes
-from rlformer.models.dt_spaces import StateLayout
-from rlformer.models.encoders import to_torch
-from rlformer.models.spaces import Tree, flatten_obs, tree_map
+from rlformer.networks.dt_spaces import StateLayout
+from rlformer.networks.encoders import to_torch
+from rlformer.networks.spaces import Tree, flatten_obs, tree_map
 from rlformer.policies.base import PolicyInfo
-from rlformer.policies.decision_transformer import dt_encoder
 from rlformer.rollout.env_factory import env_from_config
-from rlformer.runs import read_metrics
-from rlformer.training import train
+from rlformer.runs.algorithm import FINAL_EVAL_SEED_OFFSET
+from rlformer.runs.directory import read_metrics
+from rlformer.runs.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
 TEACHER_CONFIG = ROOT / "configs" / "memory" / "minigrid_memory_s11_dict.yaml"

@@ -75,15 +75,15 @@ import numpy as np
 import torch
 from memory_suite import CODE_VERSION
 
-from rlformer.checkpoints import checkpoint_candidates
 from rlformer.config import EnvConfig, TrainConfig, load_config, load_saved_config
 from rlformer.data.d4rl_format import read_d4rl, write_d4rl
 from rlformer.data.episodes import Dataset
 from rlformer.evaluation.report import evaluate_task
 from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
 from rlformer.policies.registry import load_policy
-from rlformer.runs import read_metrics
-from rlformer.training import resume, train
+from rlformer.runs.checkpoints import checkpoint_candidates
+from rlformer.runs.directory import read_metrics
+from rlformer.runs.training import resume, train
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO / "docs" / "dt_pixels" / "results.jsonl"

@@ -33,14 +33,14 @@ import numpy as np
 import onnxruntime
 import torch
 
+from rlformer.algos.ppo.export import ActorStep
+from rlformer.algos.ppo.policy import ActorCriticPolicy
 from rlformer.config import ModelConfig
-from rlformer.models.actor_critic import ActorCritic
-from rlformer.policies.actor_critic import ActorCriticPolicy
+from rlformer.config.presets import apply_preset
+from rlformer.export.onnx_runner import OnnxPolicy
+from rlformer.export.writer import export_policy
+from rlformer.networks.actor_critic import ActorCritic
 from rlformer.policies.base import PolicyInfo
-from rlformer.policies.export import export_policy
-from rlformer.policies.export_ppo import ActorStep
-from rlformer.policies.onnx_runner import OnnxPolicy
-from rlformer.presets import apply_preset
 
 OBSERVATION = gym.spaces.Box(-1.0, 1.0, (8,), np.float32)
 ACTION = gym.spaces.Discrete(4)

@@ -60,14 +60,14 @@ import torch
 import torch.nn.functional as F
 
 import rlformer.core.attention as attention_module
-from rlformer.checkpoints import checkpoint_config, load_checkpoint
 from rlformer.config import TrainConfig
-from rlformer.models.actor_critic import ActorCritic, AgentState
-from rlformer.models.encoders import to_torch
-from rlformer.models.spaces import flatten_obs
+from rlformer.networks.actor_critic import ActorCritic, AgentState
+from rlformer.networks.encoders import to_torch
+from rlformer.networks.spaces import flatten_obs
 from rlformer.policies.registry import policy_from_payload
 from rlformer.rollout.env_factory import env_from_config
-from rlformer.runs import read_metrics
+from rlformer.runs.checkpoints import checkpoint_config, load_checkpoint
+from rlformer.runs.directory import read_metrics
 
 MODES = ("greedy", "sampled")
 

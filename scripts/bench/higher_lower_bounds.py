@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 from popgym.envs.higher_lower import HigherLowerEasy
 
-from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.config import load_config
 from rlformer.evaluation.runner import run_policy_episodes
 from rlformer.policies import PolicyInfo
+from rlformer.runs.algorithm import FINAL_EVAL_SEED_OFFSET
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs/memory/popgym_higher_lower.yaml"
 

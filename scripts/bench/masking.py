@@ -33,13 +33,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
 from rlformer.config import EnvConfig, load_config
 from rlformer.evaluation.runner import EpisodeResults, run_policy_episodes
 from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
 from rlformer.policies import load_policy
 from rlformer.policies.sb3 import SB3Policy
-from rlformer.training import train
+from rlformer.runs.algorithm import FINAL_EVAL_SEED_OFFSET
+from rlformer.runs.training import train
 
 ENV_ID = "rlformer/MaskedRecall-v0"
 MASKS = "method:action_masks"

@@ -40,16 +40,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
-from rlformer.checkpoints import CheckpointError, atomic_write_bytes
 from rlformer.config import TrainConfig, load_config, load_saved_config
 from rlformer.evaluation.runner import run_policy_episodes
 from rlformer.evaluation.statistics import ScoreSummary, summarize_scores
 from rlformer.policies.registry import load_policy
 from rlformer.policies.sb3 import SB3Policy
 from rlformer.rollout.env_factory import env_from_config
-from rlformer.runs import RunDirError, RunLock, read_metrics
-from rlformer.training import TrainResult, train
+from rlformer.runs.algorithm import FINAL_EVAL_SEED_OFFSET
+from rlformer.runs.checkpoints import CheckpointError, atomic_write_bytes
+from rlformer.runs.directory import RunDirError, RunLock, read_metrics
+from rlformer.runs.training import TrainResult, train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -506,7 +506,7 @@ def run_rlformer(
     A run directory of this run's name (:func:`run_name`) with a checkpoint, whose saved config
     has this run's :func:`settings` (a preset changed since is trained afresh), is continued
     from its newest readable checkpoint with the config saved in it (as
-    ``rlformer.training.resume`` does, plus the clock's callback); the metrics past that
+    ``rlformer.runs.training.resume`` does, plus the clock's callback); the metrics past that
     checkpoint are dropped, so the curve reads like an uninterrupted run's. Its row says
     ``resumed: true``, and its steps/s count this process alone: ``seconds`` is
     :class:`TrainingLoopClock`'s time of the iterations trained here, ``timed_steps`` their env

@@ -64,7 +64,7 @@ from memory_suite import CODE_VERSION
 from rlformer.config import ConfigError, TrainConfigBase, load_config, load_saved_config
 from rlformer.evaluation.plots import plot_learning_curves
 from rlformer.evaluation.statistics import summarize_scores
-from rlformer.runs import RunLock, read_metrics
+from rlformer.runs.directory import RunLock, read_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO / "docs" / "minatar" / "results.jsonl"

@@ -40,14 +40,14 @@ from pathlib import Path
 
 import torch
 
-from rlformer.algos.base import FINAL_EVAL_SEED_OFFSET
-from rlformer.algos.loop import build_algorithm
-from rlformer.checkpoints import newest_readable_checkpoint
 from rlformer.config import TrainConfig, load_config
 from rlformer.data.references import normalized_score
 from rlformer.data.trajectory_buffer import TrajectoryBuffer
 from rlformer.evaluation.statistics import summarize_scores
-from rlformer.training import train
+from rlformer.runs.algorithm import FINAL_EVAL_SEED_OFFSET
+from rlformer.runs.checkpoints import newest_readable_checkpoint
+from rlformer.runs.loop import build_algorithm
+from rlformer.runs.training import train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 ARMS = ("offline_dt", "odt", "dt_more", "dt_top", "ppo")

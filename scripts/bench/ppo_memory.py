@@ -26,7 +26,7 @@ import rlformer_envs  # noqa: F401  (registers rlformer/*)
 import torch
 
 from rlformer.config import load_config
-from rlformer.training import train
+from rlformer.runs.training import train
 
 
 @dataclass

@@ -32,9 +32,9 @@ import numpy as np
 import rlformer_envs  # noqa: F401
 import torch
 
+from rlformer.algos.ppo.algorithm import build_model
 from rlformer.config import load_config
 from rlformer.rollout.collector import Collector, make_collector
-from rlformer.training import build_model
 
 TOTAL_ENVS = 16
 

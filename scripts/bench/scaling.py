@@ -64,12 +64,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlformer.algos.ppo.algorithm import build_model
+from rlformer.algos.ppo.learner import PPOLearner
 from rlformer.config import TrainConfig, load_config
-from rlformer.learners.parallel import GroupMember, LearnerGroup
-from rlformer.learners.ppo import PPOLearner
+from rlformer.learners.learner_group import GroupMember, LearnerGroup
 from rlformer.rollout.fragment import Fragment
 from rlformer.rollout.worker_spec import ppo_worker_spec
-from rlformer.training import build_model
 
 GROWTH_FLOOR = 0.05
 """Throughput "stops growing" where one more worker adds less than this fraction."""

@@ -46,11 +46,11 @@ from ray.serve.handle import DeploymentHandle
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from rlformer.algos.ppo.policy import ActorCriticPolicy
 from rlformer.config import ModelConfig
-from rlformer.models.actor_critic import ActorCritic
-from rlformer.policies.actor_critic import ActorCriticPolicy
+from rlformer.config.presets import apply_preset
+from rlformer.networks.actor_critic import ActorCritic
 from rlformer.policies.base import PolicyInfo
-from rlformer.presets import apply_preset
 from rlformer.serve import ServeOptions, start
 
 OBSERVATION = gym.spaces.Box(-1.0, 1.0, (8,), np.float32)

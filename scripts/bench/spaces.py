@@ -33,10 +33,10 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from rlformer.algos.ppo.algorithm import build_model
+from rlformer.algos.ppo.learner import PPOLearner
 from rlformer.config import load_config
-from rlformer.learners.ppo import PPOLearner
 from rlformer.rollout.collector import LocalCollector
-from rlformer.training import build_model
 
 ENVS, ROLLOUT, EPOCHS, MINIBATCHES = 8, 128, 4, 4
 

@@ -32,9 +32,9 @@ import numpy as np
 import torch
 from memory_suite import CODE_VERSION, TrainingLoopClock
 
+from rlformer.algos.ppo.learner import PPOLearner
 from rlformer.config import load_config
-from rlformer.learners.ppo import PPOLearner
-from rlformer.training import train
+from rlformer.runs.training import train
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlformer.algos.loop import build_algorithm, run
-from rlformer.checkpoints import load_checkpoint
 from rlformer.config import TrainConfig, load_config
-from rlformer.training import resume
+from rlformer.runs.checkpoints import load_checkpoint
+from rlformer.runs.loop import build_algorithm, run
+from rlformer.runs.training import resume
 from tests.algos.test_odt_runs import TINY_DT as ODT_TESTS_DT
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]

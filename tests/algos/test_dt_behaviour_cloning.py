@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlformer.algos.loop import build_algorithm
-from rlformer.checkpoints import CheckpointError
 from rlformer.config import ConfigError, load_config
 from rlformer.core import CoreConfig
-from rlformer.models.decision_transformer import DecisionTransformer
-from rlformer.training import train
+from rlformer.networks.decision_transformer import DecisionTransformer
+from rlformer.runs.checkpoints import CheckpointError
+from rlformer.runs.loop import build_algorithm
+from rlformer.runs.training import train
 from tests.algos.test_odt_runs import TINY_DT
 
 

@@ -14,17 +14,17 @@ import numpy as np
 import pytest
 import torch
 
-from rlformer.algos.loop import build_algorithm
+from rlformer.algos.dt.policy import DTPolicy
 from rlformer.config import load_config
 from rlformer.data.recorder import collect_dataset
-from rlformer.models.decision_transformer import DecisionTransformer, dt_loss
-from rlformer.models.distributions import Bernoulli, MultiCategorical
-from rlformer.models.dt_spaces import StateLayout, env_actions, model_actions
-from rlformer.models.encoders import ImpalaCNN, MinAtarCNN
+from rlformer.export.onnx_policy import ExportedPolicy
+from rlformer.export.writer import export_policy
+from rlformer.networks.decision_transformer import DecisionTransformer, dt_loss
+from rlformer.networks.distributions import Bernoulli, MultiCategorical
+from rlformer.networks.dt_spaces import StateLayout, env_actions, model_actions
+from rlformer.networks.encoders import ImpalaCNN, MinAtarCNN
 from rlformer.policies import load_policy
-from rlformer.policies.decision_transformer import DTPolicy
-from rlformer.policies.export import export_policy
-from rlformer.policies.onnx_policy import ExportedPolicy
+from rlformer.runs.loop import build_algorithm
 from tests.cli.test_train_cli import rlformer
 
 TINY = [
@@ -242,9 +242,9 @@ def test_multidiscrete_and_multibinary_losses_are_the_joint_likelihoods() -> Non
     """The DT's imitation loss is the data's negative log-likelihood under PPO's per-space
     distributions (summed over components), and ODT's default target entropy is 30% of a
     uniform policy's."""
+    from rlformer.algos.odt.learner import default_target_entropy, nll_and_entropy
     from rlformer.core import CoreConfig
-    from rlformer.learners.odt import default_target_entropy, nll_and_entropy
-    from rlformer.models.decision_transformer import DTOutput
+    from rlformer.networks.decision_transformer import DTOutput
 
     core = CoreConfig(n_layers=1, d_model=16, n_heads=1, d_ff=32, memory_length=12)
     logits = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(0))
@@ -302,7 +302,7 @@ def test_checkpoints_that_read_observations_as_one_vector_keep_doing_so() -> Non
 
 
 def test_an_image_too_small_for_the_cnn_is_refused_naming_the_setting(tmp_path: Path) -> None:
-    from rlformer.algos.dt import refuse_unusable_spaces
+    from rlformer.algos.dt.algorithm import refuse_unusable_spaces
     from rlformer.rollout.env_factory import EnvError
 
     cfg = load_config(None, ["algo=dt", f"env.id={SPACE_ENV}", "env.kwargs.obs=dict"])
@@ -311,7 +311,7 @@ def test_an_image_too_small_for_the_cnn_is_refused_naming_the_setting(tmp_path: 
         refuse_unusable_spaces(cfg, env.observation_space, env.action_space)
     impala = cfg.model_copy(update={"dt": cfg.dt.model_copy(update={"cnn": "impala"})})
     refuse_unusable_spaces(impala, env.observation_space, env.action_space)
-    from rlformer.policies.decision_transformer import build_dt
+    from rlformer.algos.dt.policy import build_dt
 
     model = build_dt(impala, env.observation_space, env.action_space)
     assert sum(isinstance(m, ImpalaCNN) for m in model.modules()) == 2  # image and chw leaves
@@ -326,10 +326,10 @@ def test_online_dt_on_tuple_observations_resumes_to_the_same_run(
     import os
     import signal
 
-    from rlformer.algos.loop import run
-    from rlformer.algos.odt import ODT
-    from rlformer.checkpoints import load_checkpoint
-    from rlformer.interrupts import Interrupted
+    from rlformer.algos.odt.algorithm import ODT
+    from rlformer.runs.checkpoints import load_checkpoint
+    from rlformer.runs.loop import run
+    from rlformer.runs.signals import Interrupted
 
     kwargs = {"obs": "tuple", "action": "multibinary"}
     data = tmp_path / "data.hdf5"
@@ -386,12 +386,12 @@ def test_dict_observation_dt_sessions_batch_and_travel_in_state_blobs(tmp_path: 
     with MultiDiscrete actions acts alike for sessions batched together, run alone, or carrying
     their context (a dict of leaf windows) in sealed blobs."""
     pytest.importorskip("ray.serve", reason="rlformer.serve imports Ray Serve")
-    from rlformer.checkpoints import encode_spec, write_checkpoint_file
-    from rlformer.policies.decision_transformer import build_dt
+    from rlformer.algos.dt.policy import build_dt
+    from rlformer.runs.checkpoints import encode_spec, write_checkpoint_file
+    from rlformer.serve.batched_steps import parse_step, row_ops, step_batch
     from rlformer.serve.deployments import state_codec
     from rlformer.serve.sessions import SessionStore
     from rlformer.serve.state_blob import new_state_key
-    from rlformer.serve.stepper import parse_step, row_ops, step_batch
 
     sets = [
         "algo=dt",

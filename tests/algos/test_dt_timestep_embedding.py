@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlformer.algos.loop import build_algorithm
-from rlformer.checkpoints import CheckpointError
 from rlformer.config import load_config
 from rlformer.core import CoreConfig
-from rlformer.models.decision_transformer import DecisionTransformer
+from rlformer.networks.decision_transformer import DecisionTransformer
 from rlformer.policies.registry import load_policy
-from rlformer.training import train
+from rlformer.runs.checkpoints import CheckpointError
+from rlformer.runs.loop import build_algorithm
+from rlformer.runs.training import train
 
 
 def _dt(timestep_embedding: bool) -> DecisionTransformer:

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from rlformer.config import DTConfig, ODTConfig
+from rlformer.algos.dt.config import DTConfig
+from rlformer.algos.odt.config import ODTConfig
+from rlformer.algos.odt.learner import ODTLearner, default_target_entropy, nll_and_entropy
 from rlformer.core import CoreConfig
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.sampling import WindowBatch, WindowSampler
 from rlformer.data.trajectory_buffer import CapacityChanged, TrajectoryBuffer
-from rlformer.learners.odt import ODTLearner, default_target_entropy, nll_and_entropy
-from rlformer.models.decision_transformer import DecisionTransformer, DTOutput
+from rlformer.networks.decision_transformer import DecisionTransformer, DTOutput
 
 CORE = CoreConfig(n_layers=1, d_model=16, n_heads=1, d_ff=32, memory_length=12, dropout=0.0)
 

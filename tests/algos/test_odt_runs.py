@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 import torch
 
-from rlformer.algos.loop import build_algorithm, run
-from rlformer.algos.odt import ODT
-from rlformer.checkpoints import CheckpointError, load_checkpoint
+from rlformer.algos.odt.algorithm import ODT
 from rlformer.config import TrainConfig, load_config
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.recorder import collect_dataset
 from rlformer.data.synthetic import tmaze_walks
 from rlformer.data.trajectory_buffer import TrajectoryBuffer
-from rlformer.interrupts import Interrupted
-from rlformer.runs import read_metrics
-from rlformer.training import check_config, train
+from rlformer.runs.checkpoints import CheckpointError, load_checkpoint
+from rlformer.runs.directory import read_metrics
+from rlformer.runs.loop import build_algorithm, run
+from rlformer.runs.signals import Interrupted
+from rlformer.runs.training import check_config, train
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_DT = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from rlformer.algos.ppo import PPO
+from rlformer.algos.ppo.algorithm import PPO
 
 
 def test_progress_line_before_and_after_the_first_finished_episode() -> None:

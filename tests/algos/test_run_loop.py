@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 import torch
 
-from rlformer.algos.base import (
+from rlformer.config import TrainConfig, load_config
+from rlformer.runs.algorithm import (
     FINAL_EVAL_SEED_OFFSET,
     PERIODIC_EVAL_SEED_OFFSET,
     Evaluation,
     Progress,
 )
-from rlformer.algos.loop import PeriodicEvaluation, run
-from rlformer.checkpoints import load_checkpoint, read_checkpoint_file, write_checkpoint_file
-from rlformer.config import TrainConfig, load_config
-from rlformer.interrupts import Interrupted
-from rlformer.runs import read_metrics
+from rlformer.runs.checkpoints import load_checkpoint, read_checkpoint_file, write_checkpoint_file
+from rlformer.runs.directory import read_metrics
+from rlformer.runs.loop import PeriodicEvaluation, run
+from rlformer.runs.signals import Interrupted
 
 
 class Counter:
@@ -195,8 +195,8 @@ def test_a_resumed_run_takes_the_best_score_of_best_pt_when_it_is_newer(tmp_path
 def test_ppo_evaluations_during_training_leave_training_unchanged(tmp_path: Path) -> None:
     """Real PPO on T-Maze: evaluating after every iteration changes no weight and no training
     metric, and best.pt replays its recorded score on the periodic evaluation's episodes."""
-    from rlformer.evaluation.runner import run_episodes
-    from rlformer.training import load_agent
+    from rlformer.algos.ppo.algorithm import load_agent
+    from rlformer.algos.ppo.evaluation import run_episodes
 
     tiny = [
         "env.id=rlformer/TMaze-v0",

@@ -16,8 +16,8 @@ from rlformer.config import TrainConfig, load_config
 from rlformer.data.d4rl_format import read_d4rl, write_d4rl
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.data.synthetic import tmaze_walks
-from rlformer.interrupts import Interrupted
-from rlformer.training import train
+from rlformer.runs.signals import Interrupted
+from rlformer.runs.training import train
 from tests.reliability.test_dt_reliability import _config as dt_run_config
 from tests.reliability.test_dt_reliability import _signal_at_step as signal_at_step
 

@@ -87,8 +87,8 @@ def test_train_and_eval_work_and_export_and_serve_name_their_extras(tmp_path: Pa
 
 
 def test_an_export_directory_names_the_export_extra(tmp_path: Path) -> None:
+    from rlformer.export.writer import export_policy
     from rlformer.policies import load_policy
-    from rlformer.policies.export import export_policy
 
     export_policy(load_policy(_checkpoint(tmp_path, "lstm", APPS["lstm"][0])), tmp_path / "ex")
     one_line_naming(without_extras(tmp_path, "eval", "ex", "--episodes", "1"), "export")

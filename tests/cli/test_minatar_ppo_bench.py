@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlformer.runs import RunLock
+from rlformer.runs.directory import RunLock
 
 REPO = Path(__file__).parents[2]
 sys.path.insert(0, str(REPO / "scripts" / "bench"))

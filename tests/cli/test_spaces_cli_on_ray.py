@@ -26,7 +26,7 @@ def test_user_env_with_wrapper_on_ray_then_eval_and_collect_from_checkpoint(
 
     # A fresh process with nothing but the run directory: the resolved config (id, kwargs,
     # wrappers) travels in the checkpoint, and so do the frozen normalisation statistics.
-    from rlformer.runs import load_checkpoint
+    from rlformer.runs.directory import load_checkpoint
 
     payload = load_checkpoint(run_dir)
     assert payload["config"]["env"]["wrappers"][0]["class"] == (

@@ -63,7 +63,7 @@ def _metrics_without_timing(run_dir: Path) -> list[dict[str, float]]:
 
 
 def _final_params(run_dir: Path) -> dict[str, torch.Tensor]:
-    from rlformer.runs import load_checkpoint
+    from rlformer.runs.directory import load_checkpoint
 
     return load_checkpoint(run_dir)["model"]
 

@@ -9,8 +9,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlformer.algos.dt.dataset_fit import check_dataset_fits, dt_space_problem
 from rlformer.data import Dataset, DatasetError, Episode
-from rlformer.data.compatibility import check_dataset_fits, dt_space_problem
 from rlformer.data.d4rl_format import read_d4rl, write_d4rl
 from rlformer.data.synthetic import tmaze_walks
 from rlformer.rollout.env_factory import make_env

@@ -80,8 +80,8 @@ def test_env_kwargs_of_the_recording_are_named_in_the_fix(
     env the data fits."""
     import re
 
+    from rlformer.algos.dt.dataset_fit import check_dataset_fits
     from rlformer.config import load_config
-    from rlformer.data.compatibility import check_dataset_fits
     from rlformer.data.inspect import summarize_dataset
     from rlformer.rollout.env_factory import make_env
 
@@ -143,7 +143,7 @@ def test_dict_observations_become_leaf_trees(
     """MiniGrid's image and direction (its mission text filtered out, which Minari cannot
     store) come back as one array per leaf, fitting the env they were recorded on."""
     pytest.importorskip("minigrid")
-    from rlformer.data.compatibility import check_dataset_fits
+    from rlformer.algos.dt.dataset_fit import check_dataset_fits
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
     env = gym.wrappers.FilterObservation(

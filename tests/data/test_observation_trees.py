@@ -10,8 +10,8 @@ import h5py
 import numpy as np
 import pytest
 
+from rlformer.algos.dt.dataset_fit import check_dataset_fits
 from rlformer.data import Dataset, DatasetError, Episode, load_dataset
-from rlformer.data.compatibility import check_dataset_fits
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.inspect import format_summary, summarize_dataset
 from rlformer.data.recorder import collect_dataset

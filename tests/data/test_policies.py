@@ -128,9 +128,9 @@ def test_unknown_policy_module_falls_back_to_trying_loaders(tmp_path: Path) -> N
 
 
 def _tiny_run(root: Path, kind: str = "ppo") -> Path:
-    from rlformer.checkpoints import encode_spec, save_checkpoint
+    from rlformer.algos.ppo.algorithm import build_model
     from rlformer.config import TrainConfig
-    from rlformer.training import build_model
+    from rlformer.runs.checkpoints import encode_spec, save_checkpoint
 
     cfg = TrainConfig.model_validate({"env": {"id": "CartPole-v1"}})
     torch.manual_seed(0)
@@ -147,7 +147,7 @@ def _tiny_run(root: Path, kind: str = "ppo") -> Path:
 
 
 def test_rlformer_run_policy_resets_memory_at_episode_starts(tmp_path: Path) -> None:
-    from rlformer.training import load_agent
+    from rlformer.algos.ppo.algorithm import load_agent
 
     run_dir = _tiny_run(tmp_path)
     data = collect_dataset(
@@ -168,7 +168,7 @@ def test_rlformer_run_policy_resets_memory_at_episode_starts(tmp_path: Path) -> 
 
 
 def test_a_checkpoint_of_unknown_kind_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
-    from rlformer.checkpoints import CheckpointError
+    from rlformer.runs.checkpoints import CheckpointError
 
     with pytest.raises(CheckpointError, match="'sac' checkpoint, which no loaded module"):
         collect_dataset(

@@ -156,7 +156,7 @@ def test_value_facts_tell_a_clock_from_a_value_that_knows_the_episode() -> None:
 
 def test_probe_measures_a_freshly_trained_battleship_run(tmp_path: Path) -> None:
     from rlformer.config import load_config
-    from rlformer.training import train
+    from rlformer.runs.training import train
 
     overrides = ["ppo.total_steps=2048", "eval.episodes=2", f"run.root={tmp_path}"]
     run_dir = train(load_config(CONFIGS / "popgym_battleship.yaml", overrides)).run_dir

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 import tests.space_envs  # noqa: F401  (registers SpaceTest-v0)
+from rlformer.algos.ppo.evaluation import run_episodes
 from rlformer.config import EnvConfig, ModelConfig
 from rlformer.core import CoreConfig
 from rlformer.data.recorder import collect_dataset
-from rlformer.evaluation.runner import run_episodes
-from rlformer.models.actor_critic import ActorCritic
-from rlformer.models.spaces import leaf_spaces
+from rlformer.networks.actor_critic import ActorCritic
+from rlformer.networks.spaces import leaf_spaces
 from rlformer.policies import Predictor
 
 ACTIONS = ["discrete", "box", "multidiscrete", "multibinary"]

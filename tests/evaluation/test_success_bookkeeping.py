@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 import rlformer_envs  # noqa: F401
 
+from rlformer.algos.dt.evaluation import run_return_conditioned
+from rlformer.algos.dt.policy import DTPolicy
 from rlformer.config import EnvConfig
 from rlformer.core import CoreConfig
-from rlformer.evaluation.dt_runner import run_return_conditioned
 from rlformer.evaluation.runner import EpisodeResults, run_policy_episodes
 from rlformer.policies import PolicyInfo
-from rlformer.policies.decision_transformer import DTPolicy
 
 SCRIPT = np.array([[0, 0, 1, 1, 1, 1], [2, 2, 2, 2, 2, 2], [0, 0, 2, 2, 2, 2]])
 ENV = EnvConfig(
@@ -81,7 +81,7 @@ class _ScriptedDTPolicy(DTPolicy):
 
 
 def test_dt_runner_keeps_success_with_its_episode() -> None:
-    from rlformer.models.decision_transformer import DecisionTransformer
+    from rlformer.networks.decision_transformer import DecisionTransformer
 
     core = CoreConfig(n_layers=1, d_model=16, n_heads=1, d_ff=32, memory_length=12)
     model = DecisionTransformer(state_dim=3, act_dim=3, discrete=True, core=core)

@@ -12,11 +12,11 @@ import pytest
 import rlformer_envs  # noqa: F401
 import torch
 
+from rlformer.algos.ppo.algorithm import build_model
+from rlformer.algos.ppo.learner import PPOLearner, make_sequence_batch
 from rlformer.config import TrainConfig, load_config
-from rlformer.learners.ppo import PPOLearner, make_sequence_batch
 from rlformer.rollout.collector import LocalCollector
 from rlformer.rollout.env_guard import EnvDataError
-from rlformer.training import build_model
 
 SOURCES = {
     "method": ["env.action_mask=method:action_masks"],

@@ -10,11 +10,11 @@ import math
 
 import torch
 
-from rlformer.config import PPOConfig
-from rlformer.learners.ppo import PPOLearner, SequenceBatch, ppo_loss
-from rlformer.models.actor_critic import AgentState, EvaluateOutput
+from rlformer.algos.ppo.algorithm import build_model
+from rlformer.algos.ppo.config import PPOConfig
+from rlformer.algos.ppo.learner import PPOLearner, SequenceBatch, ppo_loss
+from rlformer.networks.actor_critic import AgentState, EvaluateOutput
 from rlformer.rollout.collector import LocalCollector
-from rlformer.training import build_model
 from tests.learners.test_ppo_memory import _config
 
 

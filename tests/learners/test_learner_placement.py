@@ -23,16 +23,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlformer.learners.parallel import (
+from rlformer.algos.ppo.algorithm import build_model
+from rlformer.algos.ppo.data_parallel import ParallelPPOLearner, make_ppo_learner
+from rlformer.learners.learner_group import (
     LearnerError,
     actor_options,
     learner_device,
     learner_placement,
     ray_init_options,
 )
-from rlformer.learners.ppo_parallel import ParallelPPOLearner, make_ppo_learner
 from rlformer.rollout.ray_collector import RolloutError
-from rlformer.training import build_model
 from tests.learners.test_parallel_learners import (
     _assert_same_update,
     _fragment,

@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 import torch
 
-from rlformer.checkpoints import CheckpointError, load_weights
-from rlformer.config import ConfigError, ModelConfig, PPOConfig, load_config
-from rlformer.learners import ppo as ppo_module
-from rlformer.learners.ppo import PPOLearner, SequenceBatch, make_sequence_batch, ppo_loss
-from rlformer.models.actor_critic import ActorCritic, AgentState
+from rlformer.algos.ppo.algorithm import build_model
+from rlformer.algos.ppo import learner as ppo_module
+from rlformer.algos.ppo.config import PPOConfig
+from rlformer.algos.ppo.learner import PPOLearner, SequenceBatch, make_sequence_batch, ppo_loss
+from rlformer.config import ConfigError, ModelConfig, load_config
+from rlformer.networks.actor_critic import ActorCritic, AgentState
 from rlformer.rollout.collector import LocalCollector
-from rlformer.training import build_model
+from rlformer.runs.checkpoints import CheckpointError, load_weights
 from tests.learners.test_ppo_memory import _config
 
 RECONSTRUCT = {"model.reconstruction": "true", "ppo.reconstruction_coef": "0.5"}

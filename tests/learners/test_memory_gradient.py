@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 import torch
 
-from rlformer.checkpoints import load_checkpoint
+from rlformer.algos.ppo.algorithm import build_model
+from rlformer.algos.ppo.learner import make_sequence_batch
 from rlformer.config import TrainConfig, load_config
-from rlformer.learners.ppo import make_sequence_batch
-from rlformer.models.actor_critic import EvaluateOutput
+from rlformer.networks.actor_critic import EvaluateOutput
 from rlformer.rollout.collector import LocalCollector
-from rlformer.training import build_model, resume, train
+from rlformer.runs.checkpoints import load_checkpoint
+from rlformer.runs.training import resume, train
 
 PREFIX = 7
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlformer.algos.dt import DT
-from rlformer.checkpoints import newest_readable_checkpoint
+from rlformer.algos.dt.algorithm import DT
+from rlformer.algos.dt.data_parallel import ParallelDTLearner
+from rlformer.algos.dt.learner import DTLearner
+from rlformer.algos.dt.shards import ShardedDTLearner
 from rlformer.config import TrainConfig, load_config
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.synthetic import tmaze_walks
-from rlformer.learners.dt import DTLearner
-from rlformer.learners.dt_parallel import ParallelDTLearner
-from rlformer.learners.dt_shards import ShardedDTLearner
-from rlformer.training import resume, train
+from rlformer.runs.checkpoints import newest_readable_checkpoint
+from rlformer.runs.training import resume, train
 
 LENGTH, CONTEXT = 8, 3
 SEGMENTS = [0, 4]  # a plain DT (left-padded windows); a memory DT whose 4th window is padding

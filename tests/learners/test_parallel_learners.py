@@ -18,14 +18,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlformer.algos.ppo.algorithm import build_model, load_agent
+from rlformer.algos.ppo.data_parallel import ParallelPPOLearner
+from rlformer.algos.ppo.learner import PPOLearner
+from rlformer.algos.ppo.shards import ShardedPPOLearner
 from rlformer.config import TrainConfig
-from rlformer.learners.parallel import GroupMember, LearnerError, LearnerGroup
-from rlformer.learners.ppo import PPOLearner
-from rlformer.learners.ppo_parallel import ParallelPPOLearner
-from rlformer.learners.ppo_shards import ShardedPPOLearner
+from rlformer.learners.learner_group import GroupMember, LearnerError, LearnerGroup
 from rlformer.rollout.collector import LocalCollector
 from rlformer.rollout.fragment import Fragment
-from rlformer.training import RunFailed, build_model, load_agent, resume, train
+from rlformer.runs.training import RunFailed, resume, train
 from tests.learners.test_ppo_memory import _config
 from tests.reliability.tiny import tiny_config
 
@@ -81,7 +82,7 @@ def test_accumulated_chunks_give_the_one_chunk_update(torso: str) -> None:
 
 def test_accumulation_leaves_a_non_finite_minibatch_to_skip(monkeypatch) -> None:
     """A NaN in one chunk's loss skips the whole minibatch step, as with one chunk."""
-    from rlformer.learners import ppo as ppo_module
+    from rlformer.algos.ppo import learner as ppo_module
 
     cfg, model, fragment = _fragment("gtrxl", **{"run.nonfinite": "skip"})
     real, calls = ppo_module.ppo_loss, []

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlformer.algos.odt import ODT
-from rlformer.checkpoints import newest_readable_checkpoint
+from rlformer.algos.odt.algorithm import ODT
+from rlformer.algos.odt.data_parallel import ParallelODTLearner, make_odt_learner
+from rlformer.algos.odt.learner import ODTLearner, ShardedODTLearner
 from rlformer.config import ConfigError, TrainConfig, load_config
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.synthetic import tmaze_walks
-from rlformer.learners.odt import ODTLearner, ShardedODTLearner
-from rlformer.learners.odt_parallel import ParallelODTLearner, make_odt_learner
-from rlformer.runs import read_metrics
-from rlformer.training import resume, train
+from rlformer.runs.checkpoints import newest_readable_checkpoint
+from rlformer.runs.directory import read_metrics
+from rlformer.runs.training import resume, train
 
 LENGTH, CONTEXT = 4, 3
 PARALLEL = ["learner.num_learners=2", "learner.cpus_per_learner=0.5", "learner.timeout_s=120"]

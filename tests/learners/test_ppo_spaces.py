@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from rlformer.algos.ppo.algorithm import build_model
+from rlformer.algos.ppo.learner import PPOLearner, make_sequence_batch
 from rlformer.config import TrainConfig, load_config
-from rlformer.learners.ppo import PPOLearner, make_sequence_batch
 from rlformer.rollout.collector import LocalCollector, make_collector
-from rlformer.training import build_model
 
 ENV = "tests.space_envs:SpaceTest-v0"
 

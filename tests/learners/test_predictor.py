@@ -11,7 +11,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 
 from rlformer.config import ModelConfig
 from rlformer.core import CoreConfig
-from rlformer.models.actor_critic import ActorCritic
+from rlformer.networks.actor_critic import ActorCritic
 from rlformer.policies import Predictor
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rlformer.algos.ppo.algorithm import build_model
+from rlformer.algos.ppo.learner import PPOLearner
 from rlformer.config import load_config
-from rlformer.learners.ppo import PPOLearner
 from rlformer.rollout.collector import LocalCollector
-from rlformer.training import build_model
 
 pytest.importorskip("popgym")
 pytest.importorskip("minigrid")

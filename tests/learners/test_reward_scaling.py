@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from rlformer.algos.ppo.algorithm import build_model
+from rlformer.algos.ppo.learner import PPOLearner, make_sequence_batch
 from rlformer.config import TrainConfig, load_config
-from rlformer.learners.ppo import PPOLearner, make_sequence_batch
 from rlformer.learners.returns import compute_gae
 from rlformer.rollout.collector import LocalCollector
 from rlformer.rollout.fragment import Fragment
-from rlformer.training import build_model
 
 GAMMA_OF_THE_SCALE = 0.99
 

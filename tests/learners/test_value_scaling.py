@@ -16,7 +16,8 @@ import torch
 import yaml
 from torch import nn
 
-from rlformer.checkpoints import load_checkpoint
+from rlformer.algos.ppo.algorithm import build_model
+from rlformer.algos.ppo.learner import PPOLearner, make_sequence_batch
 from rlformer.config import (
     ModelConfig,
     TrainConfig,
@@ -24,12 +25,12 @@ from rlformer.config import (
     load_config,
     load_saved_config,
 )
-from rlformer.interrupts import Interrupted
-from rlformer.learners.ppo import PPOLearner, make_sequence_batch
-from rlformer.models.value_scaling import ValueScaling, symexp, symlog
+from rlformer.networks.value_scaling import ValueScaling, symexp, symlog
 from rlformer.rollout.collector import LocalCollector
 from rlformer.rollout.fragment import Fragment
-from rlformer.training import build_model, resume, train
+from rlformer.runs.checkpoints import load_checkpoint
+from rlformer.runs.signals import Interrupted
+from rlformer.runs.training import resume, train
 
 CHOICES = ["none", "return_std", "percentile", "symlog", "symlog_percentile", "popart"]
 WITH_STATISTICS = ["percentile", "symlog_percentile", "popart"]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from rlformer.config import ModelConfig
 from rlformer.core import CoreConfig
-from rlformer.models.actor_critic import ActorCritic
+from rlformer.networks.actor_critic import ActorCritic
 from rlformer.rollout.action_masks import ActionMaskError, mask_size, rows_without_valid_action
 
 SPACES = {

@@ -9,10 +9,10 @@ import torch
 from gymnasium import spaces
 
 from rlformer.config import ModelConfig
-from rlformer.models.actor_critic import ActorCritic
-from rlformer.models.encoders import MinAtarCNN, ObservationEncoder, to_torch
-from rlformer.models.reconstruction import ReconstructionHead
-from rlformer.models.spaces import SpaceError, check_observation_space, image_layout
+from rlformer.networks.actor_critic import ActorCritic
+from rlformer.networks.encoders import MinAtarCNN, ObservationEncoder, to_torch
+from rlformer.networks.reconstruction import ReconstructionHead
+from rlformer.networks.spaces import SpaceError, check_observation_space, image_layout
 
 torch.set_num_threads(1)
 

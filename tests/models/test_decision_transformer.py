@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlformer.core import CoreConfig
-from rlformer.models.decision_transformer import DecisionTransformer, dt_loss
+from rlformer.networks.decision_transformer import DecisionTransformer, dt_loss
 
 
 def _dt(discrete: bool = False, memory_length: int = 30) -> DecisionTransformer:

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
+from rlformer.algos.dt.evaluation import run_return_conditioned
+from rlformer.algos.dt.policy import DTPolicy
 from rlformer.config import EnvConfig
 from rlformer.core import CoreConfig
-from rlformer.evaluation.dt_runner import run_return_conditioned
-from rlformer.models.decision_transformer import DecisionTransformer
-from rlformer.policies.decision_transformer import DTPolicy
+from rlformer.networks.decision_transformer import DecisionTransformer
 
 
 def _recording_policy(
@@ -81,7 +81,7 @@ def test_shorter_acting_history_feeds_only_the_last_steps() -> None:
 def test_acting_history_must_fit_a_plain_dt() -> None:
     from pydantic import ValidationError
 
-    from rlformer.config import DTConfig
+    from rlformer.algos.dt.config import DTConfig
 
     assert DTConfig(context=20, act_context=5).act_context == 5
     with pytest.raises(ValidationError, match=r"act_context \(21\) is longer"):
@@ -110,7 +110,7 @@ def test_memory_dt_fills_aligned_windows_and_passes_memory_on() -> None:
 def _untrained_policy(env_id: str, discrete: bool, stochastic: bool) -> DTPolicy:
     import gymnasium as gym
 
-    from rlformer.policies.decision_transformer import action_bounds
+    from rlformer.algos.dt.policy import action_bounds
 
     env = gym.make(env_id)
     space = env.action_space

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlformer.models.recurrent import RecurrentState, RecurrentTorso
+from rlformer.networks.recurrent import RecurrentState, RecurrentTorso
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])

@@ -11,11 +11,11 @@ import torch
 from gymnasium import spaces
 
 from rlformer.config import ModelConfig
-from rlformer.models.actor_critic import ActorCritic
-from rlformer.models.distributions import make_distribution
-from rlformer.models.encoders import ObservationEncoder, to_torch
-from rlformer.models.normalization import RunningMeanStd, merge_moments, moments
-from rlformer.models.spaces import (
+from rlformer.networks.actor_critic import ActorCritic
+from rlformer.networks.distributions import make_distribution
+from rlformer.networks.encoders import ObservationEncoder, to_torch
+from rlformer.networks.normalization import RunningMeanStd, merge_moments, moments
+from rlformer.networks.spaces import (
     SpaceError,
     check_observation_space,
     flatten_obs,

@@ -21,25 +21,25 @@ import numpy as np
 import pytest
 import torch
 
-from rlformer.checkpoints import CheckpointError
+from rlformer.algos.dt.policy import DTPolicy
+from rlformer.algos.ppo.policy import ActorCriticPolicy
 from rlformer.config import EnvConfig, ModelConfig, load_config
 from rlformer.core import CoreConfig
 from rlformer.data import load_dataset
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.recorder import collect_dataset
 from rlformer.data.synthetic import tmaze_walks
-from rlformer.models.actor_critic import ActorCritic
-from rlformer.models.decision_transformer import DecisionTransformer
-from rlformer.models.distributions import DiagGaussian
+from rlformer.export.onnx_policy import ExportedPolicy
+from rlformer.export.writer import ExportError, export_policy, export_step
+from rlformer.networks.actor_critic import ActorCritic
+from rlformer.networks.decision_transformer import DecisionTransformer
+from rlformer.networks.distributions import DiagGaussian
 from rlformer.policies import PolicyInfo, load_policy
-from rlformer.policies.actor_critic import ActorCriticPolicy
 from rlformer.policies.base import DistributionPolicy, PolicyDistribution
-from rlformer.policies.decision_transformer import DTPolicy
-from rlformer.policies.export import ExportError, export_policy, export_step
-from rlformer.policies.onnx_policy import ExportedPolicy
 from rlformer.policies.simple import RandomPolicy
 from rlformer.rollout.env_factory import vector_env_from_config
-from rlformer.training import train
+from rlformer.runs.checkpoints import CheckpointError
+from rlformer.runs.training import train
 from tests import space_envs
 
 pytest.importorskip("onnxruntime")
@@ -588,7 +588,7 @@ def test_policy_json_writes_down_how_to_run_the_graph(tmp_path: Path) -> None:
 
 
 def test_torch_export_format_writes_a_program_computing_the_same_step(tmp_path: Path) -> None:
-    from rlformer.policies.export import example_inputs
+    from rlformer.export.writer import example_inputs
 
     policy = tiny_policy("box", "multibinary", "gru")
     out = export_policy(policy, tmp_path, format="torch-export")

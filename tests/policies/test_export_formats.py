@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlformer.export.onnx_policy import ExportedPolicy
 from rlformer.policies import load_policy
-from rlformer.policies.onnx_policy import ExportedPolicy
 
 pytest.importorskip("onnxruntime")
 

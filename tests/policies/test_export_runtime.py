@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import torch
 
+from rlformer.algos.dt.policy import DTPolicy
 from rlformer.core import CoreConfig
-from rlformer.models.decision_transformer import DecisionTransformer
+from rlformer.export.onnx_policy import ExportedPolicy
+from rlformer.export.onnx_runner import InvalidRowsError, OnnxPolicy
+from rlformer.export.writer import export_policy
+from rlformer.networks.decision_transformer import DecisionTransformer
 from rlformer.policies import load_policy
 from rlformer.policies.base import DistributionPolicy, PolicyInfo
-from rlformer.policies.decision_transformer import DTPolicy
-from rlformer.policies.export import export_policy
-from rlformer.policies.onnx_policy import ExportedPolicy
-from rlformer.policies.onnx_runner import InvalidRowsError, OnnxPolicy
 from tests.policies.test_export import tiny_policy
 
 pytest.importorskip("onnxruntime")

@@ -10,14 +10,14 @@ import pytest
 import rlformer_envs  # noqa: F401
 import torch
 
-from rlformer.checkpoints import CheckpointError
+from rlformer.algos.dt.policy import DTPolicy
 from rlformer.config import EnvConfig, load_config
 from rlformer.core import CoreConfig
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.recorder import collect_dataset
 from rlformer.data.synthetic import tmaze_walks
 from rlformer.evaluation.runner import run_policy_episodes
-from rlformer.models.decision_transformer import DecisionTransformer
+from rlformer.networks.decision_transformer import DecisionTransformer
 from rlformer.policies import (
     Policy,
     PolicyInfo,
@@ -26,9 +26,9 @@ from rlformer.policies import (
     policy_from_payload,
     register_policy_loader,
 )
-from rlformer.policies.decision_transformer import DTPolicy
 from rlformer.policies.simple import RandomPolicy
-from rlformer.training import train
+from rlformer.runs.checkpoints import CheckpointError
+from rlformer.runs.training import train
 from tests.reliability.tiny import tiny_config
 
 TMAZE = EnvConfig(id="rlformer/TMaze-v0", kwargs={"length": 3})

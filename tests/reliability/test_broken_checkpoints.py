@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlformer.checkpoints import CheckpointError, checkpoint_candidates, load_checkpoint
-from rlformer.training import resume, train
+from rlformer.runs.checkpoints import CheckpointError, checkpoint_candidates, load_checkpoint
+from rlformer.runs.training import resume, train
 from tests.reliability.tiny import tiny_config
 
 DAMAGE = {

@@ -45,9 +45,9 @@ def test_worker_killed_between_fragments_is_replaced_for_the_checkpoint() -> Non
 
     import torch
 
+    from rlformer.algos.ppo.algorithm import build_model
     from rlformer.config import load_config
     from rlformer.rollout.ray_collector import RayCollector, RolloutError
-    from rlformer.training import build_model
 
     cfg = load_config(
         None,

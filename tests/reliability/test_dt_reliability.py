@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-import rlformer.learners.dt as dt_module
-from rlformer.checkpoints import load_checkpoint
+import rlformer.algos.dt.learner as dt_module
 from rlformer.config import TrainConfig, load_config
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.synthetic import tmaze_walks
-from rlformer.interrupts import Interrupted
-from rlformer.runs import read_metrics
-from rlformer.training import RunFailed, resume, train
+from rlformer.runs.checkpoints import load_checkpoint
+from rlformer.runs.directory import read_metrics
+from rlformer.runs.signals import Interrupted
+from rlformer.runs.training import RunFailed, resume, train
 
 
 @pytest.fixture(scope="module")

@@ -96,8 +96,8 @@ def fingerprint(algo: str, folder: Path) -> dict[str, Any]:
     import rlformer_envs  # noqa: F401
 
     from rlformer.config import load_config
-    from rlformer.runs import load_checkpoint
-    from rlformer.training import train
+    from rlformer.runs.directory import load_checkpoint
+    from rlformer.runs.training import train
 
     torch.set_num_threads(1)
     root = folder / algo

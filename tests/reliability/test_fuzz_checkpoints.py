@@ -27,17 +27,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from rlformer.checkpoints import CheckpointError, read_checkpoint_file
 from rlformer.cli import app
 from rlformer.config import load_config
 from rlformer.policies import load_policy
+from rlformer.runs.checkpoints import CheckpointError, read_checkpoint_file
 from tests.reliability.fuzzing import FUZZ, check_cli_result, outcome, tried, working_directory
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real checkpoint file written by ``rlformer.training.train`` (one tiny iteration)."""
-    from rlformer.training import train
+    """A real checkpoint file written by ``rlformer.runs.training.train`` (one tiny iteration)."""
+    from rlformer.runs.training import train
 
     root = tmp_path_factory.mktemp("runs")
     cfg = load_config(

@@ -28,7 +28,7 @@ from tests.reliability.fuzzing import FUZZ, check_cli_result, outcome, tried, wo
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Real things for arguments to name: a tiny run, a dataset, suites, junk files."""
     from rlformer.data.recorder import collect_dataset
-    from rlformer.training import train
+    from rlformer.runs.training import train
 
     tmp = tmp_path_factory.mktemp("world")
     cfg = load_config(

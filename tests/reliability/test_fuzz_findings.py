@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from rlformer.checkpoints import CheckpointError, read_checkpoint_file
 from rlformer.config import ConfigError, load_config
 from rlformer.data import DatasetError, load_dataset
 from rlformer.rollout.env_factory import EnvError, make_env
+from rlformer.runs.checkpoints import CheckpointError, read_checkpoint_file
 
 
 @pytest.mark.parametrize("value", ["2001-13-45", "2024-02-30"])
@@ -88,9 +88,9 @@ def test_non_numeric_format_entry_is_a_checkpoint_error(tmp_path: Path) -> None:
 
 
 def test_eval_refuses_checkpoints_with_nan_weights(tmp_path: Path) -> None:
-    from rlformer.checkpoints import encode_spec, save_checkpoint
+    from rlformer.algos.ppo.algorithm import build_model
     from rlformer.policies import load_policy
-    from rlformer.training import build_model
+    from rlformer.runs.checkpoints import encode_spec, save_checkpoint
 
     cfg = load_config(None, ["model.torso=mlp", "model.mlp_hidden=[4]"])
     model = build_model(cfg)

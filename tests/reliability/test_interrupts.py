@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlformer.checkpoints import load_checkpoint
+from rlformer.runs.checkpoints import load_checkpoint
 from tests.reliability.tiny import TINY_OVERRIDES
 
 STEPS = ["ppo.total_steps=2560", "run.checkpoint_every=1000"]  # 40 iterations, 1 final checkpoint

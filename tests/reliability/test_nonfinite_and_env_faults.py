@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import rlformer.learners.ppo as ppo_module
-from rlformer.checkpoints import load_checkpoint
-from rlformer.runs import read_metrics
-from rlformer.training import RunFailed, resume, train
+import rlformer.algos.ppo.learner as ppo_module
+from rlformer.runs.checkpoints import load_checkpoint
+from rlformer.runs.directory import read_metrics
+from rlformer.runs.training import RunFailed, resume, train
 from tests.reliability.tiny import register_test_envs, tiny_config
 
 

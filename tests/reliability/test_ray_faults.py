@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rlformer.runs import read_metrics
-from rlformer.training import RunFailed, resume, train
+from rlformer.runs.directory import read_metrics
+from rlformer.runs.training import RunFailed, resume, train
 from tests.reliability.tiny import register_test_envs, tiny_config
 
 ray = pytest.importorskip("ray")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rlformer.checkpoints import load_checkpoint
 from rlformer.config import ConfigError, changed_keys, load_saved_config
-from rlformer.resume_rules import FIXED_ON_RESUME
-from rlformer.training import resume, train
+from rlformer.runs.checkpoints import load_checkpoint
+from rlformer.runs.resume import FIXED_ON_RESUME
+from rlformer.runs.training import resume, train
 from tests.reliability.tiny import tiny_config
 
 

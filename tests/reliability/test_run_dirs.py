@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from rlformer.runs import RunDirError, RunLock, check_run_root
-from rlformer.training import train
+from rlformer.runs.directory import RunDirError, RunLock, check_run_root
+from rlformer.runs.training import train
 from tests.reliability.tiny import tiny_config
 
 HOLD = (
-    "import sys, time; from rlformer.runs import RunLock; RunLock(sys.argv[1]).acquire(); "
+    "import sys, time; from rlformer.runs.directory import RunLock; RunLock(sys.argv[1]).acquire(); "
     "print('held', flush=True); time.sleep(60)"
 )
 

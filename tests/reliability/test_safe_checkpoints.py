@@ -14,7 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from rlformer.checkpoints import (
+from rlformer.algos.ppo.algorithm import load_agent
+from rlformer.config import load_config
+from rlformer.export.space_codec import SpaceCodecError, space_from_data, space_to_data
+from rlformer.networks.actor_critic import ActorCritic
+from rlformer.runs.checkpoints import (
     CheckpointError,
     UnsafeCheckpointError,
     load_checkpoint,
@@ -22,10 +26,7 @@ from rlformer.checkpoints import (
     seal_state,
     unseal_state,
 )
-from rlformer.config import load_config
-from rlformer.models.actor_critic import ActorCritic
-from rlformer.spaces_codec import SpaceCodecError, space_from_data, space_to_data
-from rlformer.training import load_agent, resume, train
+from rlformer.runs.training import resume, train
 from tests.reliability.tiny import tiny_config
 
 

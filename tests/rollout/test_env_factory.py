@@ -5,9 +5,9 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
+from rlformer.algos.ppo.algorithm import build_model
 from rlformer.config import EnvConfig, load_config
 from rlformer.rollout.env_factory import EnvError, env_from_config, vector_env_from_config
-from rlformer.training import build_model
 
 
 def _env(**fields: object) -> EnvConfig:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from rlformer.checkpoints import UnsafeCheckpointError, refuse_saved_calls
 from rlformer.config import ConfigError, EnvConfig, load_config
 from rlformer.rollout import env_factory
 from rlformer.rollout.env_factory import EnvError, env_from_config, import_env_modules
+from rlformer.runs.checkpoints import UnsafeCheckpointError, refuse_saved_calls
 
 REGISTERING_MODULE = """\
 import gymnasium as gym

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from rlformer.algos.ppo.algorithm import build_model
 from rlformer.config import TrainConfig, load_config
 from rlformer.rollout.collector import LocalCollector
 from rlformer.rollout.worker import RolloutWorker
-from rlformer.training import build_model
 
 
 def _cfg(*extra: str) -> TrainConfig:

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
+from rlformer.algos.ppo.algorithm import build_model
 from rlformer.config import TrainConfig, load_config
 from rlformer.rollout.collector import LocalCollector
 from rlformer.rollout.fragment import Fragment
-from rlformer.training import build_model
 
 ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

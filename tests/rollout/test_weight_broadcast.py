@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 
+from rlformer.algos.ppo.algorithm import build_model
 from rlformer.config import load_config
-from rlformer.training import build_model
 
 ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

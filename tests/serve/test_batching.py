@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from rlformer.policies import load_policy
+from rlformer.serve.batched_steps import StepRequest, parse_step, row_ops, step_batch
+from rlformer.serve.messages import RequestError
 from rlformer.serve.sessions import SessionStore
-from rlformer.serve.stepper import StepRequest, parse_step, row_ops, step_batch
-from rlformer.serve.wire import RequestError
 from tests.serve.test_serve_http import APPS, _checkpoint, _episodes, _reference
 
 
@@ -82,7 +82,7 @@ def test_random_batches_act_like_separate_runs(paths: dict[str, Path], name: str
 @pytest.mark.slow
 def test_an_export_directory_is_served_the_same_way(paths: dict[str, Path], tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
-    from rlformer.policies.export import export_policy
+    from rlformer.export.writer import export_policy
 
     export_policy(load_policy(paths["lstm"]), tmp_path / "export", "onnx")
     plans = {f"s{i}": _episodes(i) for i in range(8)}

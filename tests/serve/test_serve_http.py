@@ -20,10 +20,10 @@ import requests
 import rlformer_envs  # noqa: F401
 import torch
 
-from rlformer.checkpoints import encode_spec, write_checkpoint_file
 from rlformer.config import load_config
-from rlformer.models.actor_critic import ActorCritic
+from rlformer.networks.actor_critic import ActorCritic
 from rlformer.policies import load_policy
+from rlformer.runs.checkpoints import encode_spec, write_checkpoint_file
 from rlformer.serve import ServeOptions, load_servable, start
 from tests.reliability.tiny import TINY_OVERRIDES
 
@@ -61,7 +61,7 @@ def _checkpoint(root: Path, name: str, overrides: list[str]) -> Path:
 
 def _export(checkpoint: Path, out: Path) -> Path:
     """``rlformer export`` of ``checkpoint`` into ``out``."""
-    from rlformer.policies.export import export_policy
+    from rlformer.export.writer import export_policy
 
     export_policy(load_policy(checkpoint), out, "onnx")
     return out

@@ -16,11 +16,13 @@ import rlformer_envs  # noqa: F401
 import torch
 from typer.testing import CliRunner
 
-from rlformer.checkpoints import encode_spec, write_checkpoint_file
+from rlformer.algos.dt.policy import build_dt
 from rlformer.config import load_config
 from rlformer.policies import Policy, load_policy
-from rlformer.policies.decision_transformer import build_dt
+from rlformer.runs.checkpoints import encode_spec, write_checkpoint_file
+from rlformer.serve.batched_steps import StepRequest, parse_step, row_ops, step_batch
 from rlformer.serve.deployments import state_codec
+from rlformer.serve.messages import RequestError
 from rlformer.serve.sessions import SessionStore
 from rlformer.serve.state_blob import (
     MAGIC,
@@ -29,8 +31,6 @@ from rlformer.serve.state_blob import (
     policy_fingerprint,
     read_state_key,
 )
-from rlformer.serve.stepper import StepRequest, parse_step, row_ops, step_batch
-from rlformer.serve.wire import RequestError
 from tests.serve.test_serve_http import APPS, _checkpoint, _episodes
 
 KEY = new_state_key()

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from rlformer.policies import load_policy
+from rlformer.serve.batched_steps import parse_step, row_ops, step_batch
+from rlformer.serve.messages import RequestError, decode
 from rlformer.serve.sessions import SessionStore
-from rlformer.serve.stepper import parse_step, row_ops, step_batch
-from rlformer.serve.wire import RequestError, decode
 from tests.serve.test_serve_http import APPS, _checkpoint
 
 BOX = gym.spaces.Box(-5.0, 5.0, (2,), np.float32)
@@ -43,7 +43,7 @@ def test_malformed_values_are_named_in_the_clients_words(
 
 def test_booleans_and_out_of_bounds_values_are_accepted_as_the_env_would_give_them() -> None:
     assert decode(BOOL_BOX, [True, 0]).tolist() == [[True, False]]
-    # Box bounds are not enforced (Gymnasium does not either): see rlformer.serve.wire
+    # Box bounds are not enforced (Gymnasium does not either): see rlformer.serve.messages
     assert decode(BOX, [1000, -7.5]).tolist() == [[1000.0, -7.5]]
 
 
@@ -91,7 +91,7 @@ def _tensors(value: object) -> list[torch.Tensor]:
 
 def test_a_mask_with_a_component_that_allows_nothing_is_refused() -> None:
     """Such a row would make an export refuse its whole batch: refused alone, with a 400."""
-    from rlformer.serve.wire import decode_mask
+    from rlformer.serve.messages import decode_mask
 
     space = gym.spaces.MultiDiscrete([2, 3])
     assert decode_mask(space, [True, False, False, True, False]).sum() == 2

@@ -2,7 +2,9 @@
 
 Every ``import`` and ``from ... import`` counts, at module level or inside a function, since a
 function-level import is still a dependency: it only moves the failure from import time to call
-time.
+time. So do the loads that name a module in a string: ``importlib.import_module("a.b")`` with a
+literal name, and every ``"a.b:attr"`` string (the paths an algorithm's declaration gives, which
+the registry loads).
 """
 
 from __future__ import annotations
@@ -32,6 +34,22 @@ def _absolute(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _attribute_path_module(text: str, known: set[str]) -> set[str]:
+    """The package's module a ``module:attr`` string names (none for other strings)."""
+    head, colon, _ = text.partition(":")
+    return {head} if colon and head in known else set()
+
+
+def _is_import_module_call(node: ast.AST) -> bool:
+    """``importlib.import_module("literal")`` or ``import_module("literal")``."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    first = node.args[0]
+    return name == "import_module" and isinstance(first, ast.Constant) and isinstance(first.value, str)
+
+
 def imported_modules(path: Path, known: set[str], root: Path = PACKAGE_ROOT) -> set[str]:
     """The modules of ``known`` that the file at ``path`` imports, anywhere in it.
 
@@ -41,6 +59,10 @@ def imported_modules(path: Path, known: set[str], root: Path = PACKAGE_ROOT) -> 
     is_package = path.name == "__init__.py"
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.update(_attribute_path_module(node.value, known))
+        if _is_import_module_call(node):
+            found.update(_attribute_path_module(node.args[0].value + ":", known))  # type: ignore[attr-defined]
         if isinstance(node, ast.Import):
             for alias in node.names:
                 found.add(alias.name)

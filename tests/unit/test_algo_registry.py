@@ -9,9 +9,18 @@ import pytest
 from pydantic import Field
 
 from rlformer.config import ConfigError, TrainConfig, build_config, reference_lines
-from rlformer.config_sections.base import Section, StrictModel
-from rlformer.config_sections.registry import BUILTIN, register, registered, unregister
-from rlformer.config_sections.spec import AlgoConfigSpec
+from rlformer.config.sections.base import Section, StrictModel
+from rlformer.config.sections.registry import register, registered, unregister
+from rlformer.config.sections.spec import AlgorithmSpec
+
+
+INSTALLED = registered()
+"""The algorithms the package's entry points declare."""
+
+
+def test_the_installed_algorithms_come_from_the_entry_points_in_rank_order() -> None:
+    assert [spec.name for spec in INSTALLED] == ["ppo", "dt", "odt"]
+    assert TrainConfig.model_fields["algo"].default == "ppo"
 
 
 class ToyConfig(StrictModel):
@@ -20,7 +29,7 @@ class ToyConfig(StrictModel):
     steps: int = Field(10, ge=1, description="Steps the toy takes.")
 
 
-def _toy(**changes: object) -> AlgoConfigSpec:
+def _toy(**changes: object) -> AlgorithmSpec:
     fields: dict = {
         "name": "toy",
         "summary": "a test's algorithm",
@@ -34,15 +43,15 @@ def _toy(**changes: object) -> AlgoConfigSpec:
         },
         "preset_sections": (),
     }
-    return AlgoConfigSpec(**{**fields, **changes})
+    return AlgorithmSpec(**{**fields, **changes})
 
 
 @pytest.fixture
-def toy() -> Iterator[AlgoConfigSpec]:
+def toy() -> Iterator[AlgorithmSpec]:
     spec = register(_toy())
     yield spec
     unregister(spec.name)
-    assert registered() == BUILTIN
+    assert registered() == INSTALLED
 
 
 def test_a_registered_algorithm_has_a_section_and_refuses_what_it_ignores(toy) -> None:
@@ -95,4 +104,4 @@ def test_removing_it_restores_the_shipped_config(toy) -> None:
 def test_an_incomplete_declaration_is_refused(changes: dict, expected: str) -> None:
     with pytest.raises(ValueError, match=expected):
         register(_toy(**changes))
-    assert registered() == BUILTIN
+    assert registered() == INSTALLED

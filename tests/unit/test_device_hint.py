@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlformer.algos.ppo import build_model, cpu_learner_hint
+from rlformer.algos.ppo.algorithm import build_model, cpu_learner_hint
 from rlformer.config import load_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

@@ -36,8 +36,8 @@ def bench() -> ModuleType:
 @pytest.mark.parametrize("kind", ["minatar", "nature"])
 def test_both_models_train_the_same_cnn_end_to_end(bench: ModuleType, kind: str) -> None:
     from rlformer.data.sampling import WindowSampler
-    from rlformer.models.decision_transformer import dt_loss
-    from rlformer.models.dt_spaces import StateLayout
+    from rlformer.networks.decision_transformer import dt_loss
+    from rlformer.networks.dt_spaces import StateLayout
 
     task = bench.IMAGE_TASKS[kind]
     dataset, space, _ = bench.synthetic_image_dataset(task, 300)

@@ -21,7 +21,7 @@ from rlformer.config import load_config, offline_env_config  # noqa: E402
 from rlformer.data import load_dataset  # noqa: E402
 from rlformer.data.recorder import collect_dataset  # noqa: E402
 from rlformer.rollout.env_factory import env_from_config  # noqa: E402
-from rlformer.training import check_config  # noqa: E402
+from rlformer.runs.training import check_config  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -157,7 +157,7 @@ class _Killed(Exception):
 
 def _kill_after(cfg: Any, iterations: int) -> None:
     """Trains ``cfg`` with a checkpoint every iteration and kills it after ``iterations``."""
-    from rlformer.training import train
+    from rlformer.runs.training import train
 
     cfg.run.checkpoint_every = 1
 
@@ -336,7 +336,7 @@ def test_a_suite_skips_a_run_directory_another_process_is_training(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A run directory locked by its trainer (here: a suite started before claims existed)."""
-    from rlformer.runs import RunLock
+    from rlformer.runs.directory import RunLock
 
     argv = [*_tiny_task(tmp_path, monkeypatch, 192), "--seeds", "1"]
     root = tmp_path / "runs"

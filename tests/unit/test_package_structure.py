@@ -42,18 +42,40 @@ def test_a_package_without_circles_reports_none(tmp_path):
     assert find_cycles(import_graph(root)) == []
 
 
-# Layers that act, store or evaluate never reach up into training or the command line:
-# a trained policy must be usable without them.
+# Layers that act, store or evaluate never reach up into training, the algorithms or the command
+# line: a trained policy must be usable without them.
 LOWER_LAYERS = (
     "rlformer.core",
-    "rlformer.models",
+    "rlformer.networks",
     "rlformer.data",
     "rlformer.rollout",
     "rlformer.evaluation",
     "rlformer.policies",
+    "rlformer.export",
     "rlformer.serve",
 )
-UPPER_LAYERS = ("rlformer.training", "rlformer.algos", "rlformer.cli")
+UPPER_LAYERS = ("rlformer.runs.training", "rlformer.algos", "rlformer.cli")
+
+# What each package above the shared layers may import besides itself: only downward.
+SHARED = (
+    "rlformer.core",
+    "rlformer.config",
+    "rlformer.networks",
+    "rlformer.data",
+    "rlformer.rollout",
+    "rlformer.learners",
+    "rlformer.policies",
+    "rlformer.evaluation",
+    "rlformer.export",
+    "rlformer.extras",
+    "rlformer.moved_paths",
+)
+ALLOWED_BELOW = {
+    "rlformer.runs": SHARED,
+    "rlformer.algos.ppo": (*SHARED, "rlformer.runs"),
+    "rlformer.algos.dt": (*SHARED, "rlformer.runs"),
+    "rlformer.algos.odt": (*SHARED, "rlformer.runs", "rlformer.algos.dt"),  # DT, fine-tuned online
+}
 
 
 def _within(module: str, packages: tuple[str, ...]) -> bool:
@@ -71,8 +93,65 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     )
 
 
+def imports_not_downward(graph: dict[str, set[str]]) -> list[str]:
+    """``module -> target`` where an algorithm's package or the run lifecycle imports anything
+    but itself and the packages below it (the top package, for its version, is below all)."""
+    problems = []
+    for package, below in ALLOWED_BELOW.items():
+        for module, targets in graph.items():
+            if not _within(module, (package,)):
+                continue
+            problems += [
+                f"{module} -> {target}"
+                for target in targets
+                if target != "rlformer" and not _within(target, (package, *below))
+            ]
+    return sorted(problems)
+
+
+def generic_modules_naming_an_algorithm(graph: dict[str, set[str]]) -> list[str]:
+    """Modules outside the algorithms' packages that import or load one of them (the layout's
+    compatibility table of moved paths excepted)."""
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if not _within(module, ("rlformer.algos", "rlformer.moved_paths"))
+        for target in targets
+        if _within(target, ("rlformer.algos",)) and target != "rlformer.algos"
+    )
+
+
 def test_no_lower_layer_imports_training_algos_or_the_cli():
     assert upward_imports(import_graph()) == []
+
+
+def test_the_algorithms_and_the_run_lifecycle_import_only_downward():
+    assert imports_not_downward(import_graph()) == []
+
+
+def test_no_generic_module_imports_or_loads_an_algorithm():
+    assert generic_modules_naming_an_algorithm(import_graph()) == []
+
+
+def test_strings_that_load_a_module_count_as_imports(tmp_path):
+    """The checks see ``importlib`` loads and ``module:attr`` paths, not only import lines."""
+    root = tmp_path / "rlformer"
+    _write(root, "__init__.py", "")
+    _write(root, "algos/__init__.py", "")
+    _write(root, "algos/toy.py", "X = 1\n")
+    _write(root, "runs/__init__.py", "")
+    _write(root, "runs/a.py", "import importlib\nM = importlib.import_module('rlformer.algos.toy')\n")
+    _write(root, "runs/b.py", "SPEC = 'rlformer.algos.toy:X'\n")
+    graph = import_graph(root)
+    assert graph["rlformer.runs.a"] == {"rlformer.algos.toy"}
+    assert imports_not_downward(graph) == [
+        "rlformer.runs.a -> rlformer.algos.toy",
+        "rlformer.runs.b -> rlformer.algos.toy",
+    ]
+    assert generic_modules_naming_an_algorithm(graph) == [
+        "rlformer.runs.a -> rlformer.algos.toy",
+        "rlformer.runs.b -> rlformer.algos.toy",
+    ]
 
 
 def test_an_upward_import_inside_a_function_is_found(tmp_path):
@@ -80,7 +159,7 @@ def test_an_upward_import_inside_a_function_is_found(tmp_path):
     _write(root, "__init__.py", "")
     _write(root, "algos/__init__.py", "")
     _write(root, "algos/ppo.py", "")
-    _write(root, "models/__init__.py", "")
-    _write(root, "models/net.py", "def load():\n    from rlformer.algos.ppo import x\n")
-    _write(root, "cli.py", "import rlformer.models.net\n")
-    assert upward_imports(import_graph(root)) == ["rlformer.models.net -> rlformer.algos.ppo"]
+    _write(root, "networks/__init__.py", "")
+    _write(root, "networks/net.py", "def load():\n    from rlformer.algos.ppo import x\n")
+    _write(root, "cli.py", "import rlformer.networks.net\n")
+    assert upward_imports(import_graph(root)) == ["rlformer.networks.net -> rlformer.algos.ppo"]

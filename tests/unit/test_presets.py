@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from rlformer.config import ConfigError, dump_config, load_config
-from rlformer.models.normalization import moments
-from rlformer.presets import PRESETS, apply_preset, merged
-from rlformer.training import check_config
+from rlformer.config.presets import PRESETS, apply_preset, merged
+from rlformer.networks.normalization import moments
+from rlformer.runs.training import check_config
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -168,7 +168,7 @@ def _memory_s11_encoder_and_cue_views() -> tuple[Any, Any, dict[str, np.ndarray]
     """The minigrid preset's env and encoder for MiniGrid-MemoryS11, and one start view per cue
     type (a key or a ball) taken with the agent beside the cue, where the cue is in view."""
     pytest.importorskip("minigrid")
-    from rlformer.models.encoders import ObservationEncoder
+    from rlformer.networks.encoders import ObservationEncoder
     from rlformer.rollout.env_factory import env_from_config
 
     cfg = load_config(None, ["env.id=MiniGrid-MemoryS11-v0"])

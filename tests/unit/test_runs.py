@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlformer.runs import (
+from rlformer.runs.directory import (
     CHECKPOINT_FORMAT,
     CheckpointError,
     MetricsLogger,

@@ -8,7 +8,7 @@ import pytest
 
 from rlformer.config import load_config
 from rlformer.data.recorder import collect_dataset
-from rlformer.training import check_config
+from rlformer.runs.training import check_config
 
 ROOT = Path(__file__).parents[2] / "configs"
 CONFIGS = sorted([*ROOT.glob("*.yaml"), *ROOT.glob("memory/*.yaml"), *ROOT.glob("minatar/*.yaml")])

@@ -63,7 +63,7 @@ from popgym.wrappers import PreviousAction
 SCRIPT = Path("cleanrl/ppo_trxl/ppo_trxl.py")
 AGENT = "cleanrl_trxl"
 # rlformer's final evaluation plays episodes seeded from the training seed + this offset
-# (rlformer.algos.base.FINAL_EVAL_SEED_OFFSET, restated: this file must not import rlformer).
+# (rlformer.runs.algorithm.FINAL_EVAL_SEED_OFFSET, restated: this file must not import rlformer).
 FINAL_EVAL_SEED_OFFSET = 1_000_000
 EVAL_NUM_ENVS = 8  # rlformer's eval.num_envs default, which the popgym preset keeps
 RUNNER_OWNED = ("--env-id", "--seed", "--total-timesteps", "--save-model", "--no-save-model")

@@ -1,0 +1,7 @@
+"""Decision Transformer (offline): return-conditioned sequence model trained on datasets."""
+
+from rlformer.moved_paths import moved_name as _moved_name
+
+
+def __getattr__(name: str) -> object:
+    return _moved_name(__name__, name)

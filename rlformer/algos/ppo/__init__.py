@@ -1,0 +1,7 @@
+"""GTrXL-PPO (online): actor-critic with a memory torso, trained with PPO on rollouts."""
+
+from rlformer.moved_paths import moved_name as _moved_name
+
+
+def __getattr__(name: str) -> object:
+    return _moved_name(__name__, name)
