@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from rlformer.config import EnvConfig
+from rlformer.moved_paths import moved_name
 from rlformer.policies.base import Policy
 from rlformer.rollout.action_masks import vector_masks
 from rlformer.rollout.env_factory import vector_env_from_config
@@ -113,3 +114,8 @@ def run_policy_episodes(
     finally:
         envs.close()
     return results
+
+
+def __getattr__(name: str) -> object:
+    """Names an algorithm's package holds now, read from here in earlier layouts."""
+    return moved_name(__name__, name)

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlformer.export.spec import space_to_json, to_json
+from rlformer.moved_paths import moved_name
 
 
 def common_metadata(policy: Any, step: Any, kind: str) -> dict[str, Any]:
@@ -58,3 +59,8 @@ def mask_components(step: Any) -> list[int] | None:
     if not any(spec.role == "action_mask" for spec in step.inputs):
         return None
     return step.mask_components()
+
+
+def __getattr__(name: str) -> object:
+    """Names an algorithm's package holds now, read from here in earlier layouts."""
+    return moved_name(__name__, name)
