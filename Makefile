@@ -28,8 +28,8 @@ quickstart: install
 
 ## ruff (lint and formatting), then the whole test suite (slow, Ray and CLI tests included).
 test: install
-	$(BIN)/ruff check rlformer envs tests scripts
-	$(BIN)/ruff format --check rlformer envs tests scripts
+	$(BIN)/ruff check rlformer envs tests scripts benchmarks
+	$(BIN)/ruff format --check rlformer envs tests scripts benchmarks
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 ## Everything except tests marked slow.
@@ -41,19 +41,19 @@ wheel-check:
 	PYTHON=$(PYTHON) bash .ci/wheel_check
 
 lint: install
-	$(BIN)/ruff check rlformer envs tests scripts
-	$(BIN)/ruff format --check rlformer envs tests scripts
+	$(BIN)/ruff check rlformer envs tests scripts benchmarks
+	$(BIN)/ruff format --check rlformer envs tests scripts benchmarks
 
 ## Side-by-side benchmarks (needs the bench extra: transformers).
 bench: install
 	$(BIN)/pip install --quiet $(PIP_CONSTRAINT_FLAG) -e ".[dev,bench]"
-	$(BIN)/python scripts/bench/core.py
+	$(BIN)/python benchmarks/core.py
 
-## CleanRL's ppo_trxl in its own venv, as a peer on POPGym (scripts/bench/peers/cleanrl_trxl.py):
+## CleanRL's ppo_trxl in its own venv, as a peer on POPGym (benchmarks/peers/cleanrl_trxl.py):
 ## make peer-cleanrl CLEANRL_GIT=<git dir of a vwxyzjn/cleanrl copy> [PEER_DIR=... PEER_VENV=...]
 peer-cleanrl:
 	CLEANRL_GIT="$(CLEANRL_GIT)" PEER_DIR="$(PEER_DIR)" PEER_VENV="$(PEER_VENV)" \
-		bash scripts/bench/peers/setup_cleanrl.sh
+		bash benchmarks/peers/setup_cleanrl.sh
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -2,7 +2,7 @@
 
 Run it first on any machine with a GPU (about 8 minutes on one H100/H200 with 16 cores)::
 
-    python3 scripts/gpu_check.py            # writes docs/benchmarks/gpu_check.{json,md}
+    python3 scripts/gpu_check.py     # writes benchmarks/results/gpu_check/gpu_check.{json,md}
 
 Parts, each with its own time limit, each recorded as passed / failed / skipped with its figures:
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "docs" / "benchmarks"
+OUT = REPO / "benchmarks" / "results" / "gpu_check"
 DEVICE, MINATAR_STEPS = "cuda", 100_000
 """``--rehearse`` sets them to the CPU and a short run, to check this script without a GPU."""
 
