@@ -7,7 +7,7 @@ and compares final weights and metrics with one uninterrupted run of the same co
     .venv/bin/python benchmarks/interrupt_campaign.py --trials 12 --seed 0
 
 Printed: trials per signal, interruptions sent, resumes, runs identical to the uninterrupted
-one, metric rows lost. Figures go to the reliability page of the docs.
+one, metric rows lost. Figures go to docs/guides/runs.md.
 """
 
 from __future__ import annotations
