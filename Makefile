@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope --durations=15
 
-.PHONY: install quickstart test test-fast lint bench peer-cleanrl wheel-check clean
+.PHONY: install quickstart test test-fast lint docs bench peer-cleanrl wheel-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow" $(PYTEST_ARGS)
 
+## The documentation site (MkDocs, docs/ -> site/); warnings, broken links included, fail it.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 ## A wheel, installed alone (no extras) in a fresh venv, trains the quickstart task (CI runs it).
 wheel-check:
 	PYTHON=$(PYTHON) bash .ci/wheel_check
@@ -56,4 +60,4 @@ peer-cleanrl:
 		bash benchmarks/peers/setup_cleanrl.sh
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site
