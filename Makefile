@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope --durations=15
 
-.PHONY: install quickstart test test-fast lint bench peer-cleanrl wheel-check clean
+.PHONY: install quickstart test test-fast lint docs bench peer-cleanrl wheel-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,32 +28,36 @@ quickstart: install
 
 ## ruff (lint and formatting), then the whole test suite (slow, Ray and CLI tests included).
 test: install
-	$(BIN)/ruff check rlformer envs tests scripts
-	$(BIN)/ruff format --check rlformer envs tests scripts
+	$(BIN)/ruff check rlformer envs tests scripts benchmarks
+	$(BIN)/ruff format --check rlformer envs tests scripts benchmarks
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 ## Everything except tests marked slow.
 test-fast: install
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow" $(PYTEST_ARGS)
 
+## The documentation site (MkDocs, docs/ -> site/); warnings, broken links included, fail it.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 ## A wheel, installed alone (no extras) in a fresh venv, trains the quickstart task (CI runs it).
 wheel-check:
 	PYTHON=$(PYTHON) bash .ci/wheel_check
 
 lint: install
-	$(BIN)/ruff check rlformer envs tests scripts
-	$(BIN)/ruff format --check rlformer envs tests scripts
+	$(BIN)/ruff check rlformer envs tests scripts benchmarks
+	$(BIN)/ruff format --check rlformer envs tests scripts benchmarks
 
 ## Side-by-side benchmarks (needs the bench extra: transformers).
 bench: install
 	$(BIN)/pip install --quiet $(PIP_CONSTRAINT_FLAG) -e ".[dev,bench]"
-	$(BIN)/python scripts/bench/core.py
+	$(BIN)/python benchmarks/core.py
 
-## CleanRL's ppo_trxl in its own venv, as a peer on POPGym (scripts/bench/peers/cleanrl_trxl.py):
+## CleanRL's ppo_trxl in its own venv, as a peer on POPGym (benchmarks/peers/cleanrl_trxl.py):
 ## make peer-cleanrl CLEANRL_GIT=<git dir of a vwxyzjn/cleanrl copy> [PEER_DIR=... PEER_VENV=...]
 peer-cleanrl:
 	CLEANRL_GIT="$(CLEANRL_GIT)" PEER_DIR="$(PEER_DIR)" PEER_VENV="$(PEER_VENV)" \
-		bash scripts/bench/peers/setup_cleanrl.sh
+		bash benchmarks/peers/setup_cleanrl.sh
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site

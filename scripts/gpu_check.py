@@ -2,7 +2,7 @@
 
 Run it first on any machine with a GPU (about 8 minutes on one H100/H200 with 16 cores)::
 
-    python3 scripts/gpu_check.py            # writes docs/benchmarks/gpu_check.{json,md}
+    python3 scripts/gpu_check.py     # writes benchmarks/results/gpu_check/gpu_check.{json,md}
 
 Parts, each with its own time limit, each recorded as passed / failed / skipped with its figures:
 
@@ -13,7 +13,7 @@ Parts, each with its own time limit, each recorded as passed / failed / skipped 
    iterations;
 3. ``export_on_cuda``: a policy trained on the GPU, exported to ONNX, acting on real T-Maze
    episodes beside the PyTorch policy on the GPU: actions equal, largest logit difference;
-4. ``dt_vs_transformers``: ``scripts/bench/dt.py --quick --device cuda`` (needs transformers,
+4. ``dt_vs_transformers``: ``benchmarks/dt.py --quick --device cuda`` (needs transformers,
    the ``bench`` extra), its summary lines.
 
 Without a GPU every part that needs one is skipped and the page says it is unverified. The
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "docs" / "benchmarks"
+OUT = REPO / "benchmarks" / "results" / "gpu_check"
 DEVICE, MINATAR_STEPS = "cuda", 100_000
 """``--rehearse`` sets them to the CPU and a short run, to check this script without a GPU."""
 
@@ -173,7 +173,7 @@ def dt_vs_transformers(env: dict[str, str], scratch: Path, timeout: float) -> di
     probe = run([sys.executable, "-c", "import transformers"], env, 60)
     if probe[0] != 0:
         return {"passed": None, "skipped": "transformers is not installed (the bench extra)"}
-    command = [sys.executable, "scripts/bench/dt.py", "--quick", "--device", DEVICE]
+    command = [sys.executable, "benchmarks/dt.py", "--quick", "--device", DEVICE]
     status, output = run(command, env, timeout)
     lines = [line for line in output.splitlines() if "x" in line and "/s" in line]
     return {"passed": status == 0, "status": status, "summary": lines[-8:] or output[-800:]}

@@ -1,6 +1,7 @@
-"""The real CLI on the user's own env (``module:EnvId``, the README's example module): one-line
-errors (exit 2) and a killed run with normalisation resuming to the identical result. The same
-env on Ray workers, then evaluated and recorded from its checkpoint: test_spaces_cli_on_ray.py."""
+"""The real CLI on the user's own env (``module:EnvId``, the example module of
+docs/guides/own-env.md): one-line errors (exit 2) and a killed run with normalisation resuming to
+the identical result. The same env on Ray workers, then evaluated and recorded from its
+checkpoint: test_spaces_cli_on_ray.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 At step t the answer lies at step ``2 * cards - 2 - t``: attention can only aim there if queries
 know their step. The core learns the lookup supervised (no RL noise), so what is measured is the
-clock's encoding alone (``scripts/bench/reverse_recall.py``).
+clock's encoding alone (``benchmarks/reverse_recall.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "scripts" / "bench"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 from reverse_recall import Setup, final_accuracy  # noqa: E402
 
 

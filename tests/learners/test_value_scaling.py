@@ -291,9 +291,9 @@ def test_stopped_and_resumed_run_equals_a_straight_run(choice: str, tmp_path) ->
 
 
 def test_the_pilot_commands_are_valid_configs() -> None:
-    """Every run of scripts/bench/value_scaling_pilots.py is a config the CLI accepts, with the
+    """Every run of benchmarks/value_scaling_pilots.py is a config the CLI accepts, with the
     choice it names and nothing else changed but the seed and budget."""
-    sys.path.insert(0, str(Path(__file__).parents[2] / "scripts" / "bench"))
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
     import value_scaling_pilots as pilots
 
     for task in pilots.TASKS:

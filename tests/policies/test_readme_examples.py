@@ -1,56 +1,32 @@
-"""The README's "Use a trained policy elsewhere" examples run as written: its Python blocks in
-order in one namespace, its shell blocks through the real CLI with ``$RUN`` set to the run the
-first block trains."""
+"""The README's Python examples run as written: its ```python blocks in order, in one namespace,
+in a fresh working directory. (The guides' examples: tests/docs/test_guide_examples.py.)"""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[2]
-SECTION = "## Use a trained policy elsewhere"
 
 
-def readme_blocks() -> list[tuple[str, str]]:
-    """(language, code) of every fenced block in the section, in order."""
-    text = (REPO / "README.md").read_text()
-    start = text.index(SECTION)
-    end = text.index("\n## ", start + len(SECTION))
-    return re.findall(r"```(python|bash)\n(.*?)```", text[start:end], flags=re.S)
+def readme_python_blocks() -> list[str]:
+    """The code of every ```python block of the README, in order."""
+    return re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
 
 
 @pytest.mark.slow
-def test_readme_policy_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocks = readme_blocks()
-    assert [lang for lang, _ in blocks].count("python") >= 4 and ("bash" in dict(blocks))
+def test_readme_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocks = readme_python_blocks()
+    assert blocks, "the README has no Python example"
+    torch.set_num_threads(1)
     monkeypatch.chdir(tmp_path)
-    shutil.copy(REPO / "rlformer" / "policies" / "onnx_runner.py", tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
     namespace: dict[str, object] = {}
-    for lang, code in blocks:
-        if lang == "python":
-            exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
-            continue
-        env = {
-            **os.environ,
-            "RUN": str(namespace["run"]),
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-        }
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", code],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr
-    assert 0.0 <= namespace["mean_return"] <= 1.0
-    assert namespace["actions"].shape == (1,)
-    assert Path(namespace["masked"]).is_dir()
+    for code in blocks:
+        exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
+    # the example trains a run and acts with it in a loop of its own
+    assert Path(namespace["run"]).is_dir()
+    assert isinstance(namespace["actions"], np.ndarray) and namespace["actions"].shape == (4,)

@@ -1,4 +1,4 @@
-"""Churn under load: rollout workers SIGKILLed during a Ray PPO run (scripts/churn.py)."""
+"""Churn under load: rollout workers SIGKILLed during a Ray PPO run (benchmarks/churn.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("ray")
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "churn.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "churn.py"
 
 
 @pytest.mark.slow

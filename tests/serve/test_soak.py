@@ -9,7 +9,7 @@ What must hold was fixed before the first run:
 - each replica's resident memory at the end is at most its memory after a warm-up phase of
   the same load, plus 10%.
 
-The figures are printed (``pytest -s``) and recorded in docs/RELIABILITY.md.
+The figures are printed (``pytest -s``) and recorded in docs/guides/runs.md.
 """
 
 from __future__ import annotations

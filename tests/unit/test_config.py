@@ -143,10 +143,11 @@ def test_documented_defaults_are_the_effective_ones() -> None:
 
 
 def test_config_reference_doc_is_current() -> None:
-    # docs/CONFIG.md holds the printed `rlformer config-doc`; regenerate it when a key changes.
-    doc = (Path(__file__).parents[2] / "docs" / "CONFIG.md").read_text()
+    # docs/guides/configs.md holds the printed `rlformer config-doc` (its first bare code block);
+    # regenerate it when a key changes.
+    doc = (Path(__file__).parents[2] / "docs" / "guides" / "configs.md").read_text()
     body = doc.split("```\n")[1].splitlines()
-    assert body == reference_lines(), "docs/CONFIG.md differs from `rlformer config-doc`"
+    assert body == reference_lines(), "docs/guides/configs.md differs from `rlformer config-doc`"
 
 
 @pytest.mark.parametrize(
