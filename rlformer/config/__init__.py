@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
@@ -150,7 +150,10 @@ def train_config_model() -> type[TrainConfigBase]:
     return _MODELS[specs]
 
 
-TrainConfig = train_config_model()
+if TYPE_CHECKING:
+    TrainConfig = TrainConfigBase
+    """The run config model of the installed algorithms; at run time :func:`train_config_model`
+    assembles it on first use (after the algorithms' declarations have loaded)."""
 """Everything one ``rlformer train`` run needs, for the shipped algorithms."""
 
 
@@ -415,11 +418,15 @@ def describe_fields(
 
 
 def reference_lines() -> list[str]:
-    """``rlformer config-doc``'s lines (also the body of docs/CONFIG.md): the shared sections,
-    then each registered algorithm's section under its name."""
+    """``rlformer config-doc``'s lines (also the body of docs/guides/configs.md): the shared
+    sections, then each registered algorithm's section under its name."""
     return [f"{path:32s} {default:14s} {doc}" for path, default, doc in describe_fields()]
 
 
 def __getattr__(name: str) -> object:
-    """The algorithms' section models, read from here in earlier layouts."""
+    """``TrainConfig``, assembled on first use: the algorithms' declarations import the shared
+    sections, which runs this module, so it cannot be built while this module loads. Also the
+    algorithms' section models, read from here in earlier layouts."""
+    if name == "TrainConfig":
+        return train_config_model()
     return moved_name(__name__, name)

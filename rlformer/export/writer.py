@@ -57,7 +57,10 @@ class StepModule(Protocol):
 
     def metadata(self, policy: Any) -> dict[str, Any]: ...
 
-    def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]: ...
+    def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The outputs from the inputs, in :attr:`inputs` order (``forward(*tensors)``: the
+        exporter gives the batch dimension of every input as one variadic argument)."""
+        ...
 
 
 def export_step(policy: Policy) -> StepModule:

@@ -172,7 +172,7 @@ class RayCollector:
         }
         if rollout.ray_runtime_env is not None:
             # How cluster workers get the user's env code when it is not installed on every
-            # node: e.g. {working_dir: .} or {py_modules: [./mypkg]} (see the README).
+            # node: e.g. {working_dir: .} or {py_modules: [./mypkg]} (see docs/guides/own-env.md).
             common["runtime_env"] = rollout.ray_runtime_env
         if rollout.ray_address is None:
             needed = math.ceil(rollout.num_workers * rollout.worker_cpus)

@@ -379,13 +379,13 @@ def checkpoint_config(payload: Mapping[str, Any], path: str | Path) -> Any:
     """The validated ``TrainConfig`` a checkpoint carries."""
     from pydantic import ValidationError
 
-    from rlformer.config import TrainConfig, format_validation_error
+    from rlformer.config import format_validation_error, train_config_model
 
     require_keys(payload, path, "config")
     try:
-        return TrainConfig.model_validate(payload["config"])
+        return train_config_model().model_validate(payload["config"])
     except ValidationError as err:
-        problems = format_validation_error(err, TrainConfig).replace("\n", "; ")
+        problems = format_validation_error(err, train_config_model()).replace("\n", "; ")
         raise CheckpointError(
             f"{path}: its config does not validate with this rlformer ({problems})"
         ) from None

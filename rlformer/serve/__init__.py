@@ -1,6 +1,6 @@
 """Serve a memory policy over HTTP/JSON with Ray Serve, each client's memory held server-side.
 
-Endpoints (see the README's "Serve a policy"):
+Endpoints (see docs/guides/serving.md):
 
 - ``POST /v1/sessions/{id}/act`` with ``{"observation": ..., "reward": float|null,
   "episode_start": bool, "action_mask": [bool, ...]|null, "deterministic": bool}``

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlformer.config import ConfigError, TrainConfig
+from rlformer.config import ConfigError, TrainConfig, train_config_model
 from rlformer.config.sections.registry import algorithm_spec
 from rlformer.sweep.spec import Sweep
 
@@ -157,7 +157,8 @@ def _tuner(sweep: Sweep, verbose: int, scheduler: Any = None) -> Any:
     spec = sweep.spec
     trials = {t.name: t.config.model_dump(mode="json") for t in sweep.trials}
     resources = {
-        name: _resources(sweep, TrainConfig.model_validate(c)) for name, c in trials.items()
+        name: _resources(sweep, train_config_model().model_validate(c))
+        for name, c in trials.items()
     }
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, trials=trials, metric=spec.metric),
@@ -266,7 +267,7 @@ def run_trial(config: dict[str, Any], trials: dict[str, dict[str, Any]], metric:
     from ray import tune
 
     torch.set_num_threads(1)
-    run_one(TrainConfig.model_validate(trials[config["trial"]]), metric, tune.report)
+    run_one(train_config_model().model_validate(trials[config["trial"]]), metric, tune.report)
 
 
 def run_one(

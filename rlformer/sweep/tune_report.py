@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from rlformer.config import TrainConfig, dump_config
+from rlformer.config import dump_config, train_config_model
 from rlformer.runs.directory import read_metrics
 
 
@@ -154,7 +154,7 @@ def best_config(results: TuneResults) -> str:
     trial = results.best_trials[0]
     config = json.loads(json.dumps(trial.config))
     config["run"].update({k: results.base["run"][k] for k in ("name", "seed", "root")})
-    cfg = TrainConfig.model_validate(config)
+    cfg = train_config_model().model_validate(config)
     header = (
         f"# rlformer tune {results.name}: the best of {len(_keys(results))} configurations by "
         f"{results.metric} ({results.mode}; {results.score(trial.config_key):.4g}, mean of "

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from rlformer.algos.ppo.algorithm import build_model
 from rlformer.algos.ppo import learner as ppo_module
+from rlformer.algos.ppo.algorithm import build_model
 from rlformer.algos.ppo.config import PPOConfig
 from rlformer.algos.ppo.learner import PPOLearner, SequenceBatch, make_sequence_batch, ppo_loss
 from rlformer.config import ConfigError, ModelConfig, load_config

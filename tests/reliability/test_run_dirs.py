@@ -16,7 +16,8 @@ from rlformer.runs.training import train
 from tests.reliability.tiny import tiny_config
 
 HOLD = (
-    "import sys, time; from rlformer.runs.directory import RunLock; RunLock(sys.argv[1]).acquire(); "
+    "import sys, time; from rlformer.runs.directory import RunLock; "
+    "RunLock(sys.argv[1]).acquire(); "
     "print('held', flush=True); time.sleep(60)"
 )
 

@@ -47,7 +47,9 @@ def _is_import_module_call(node: ast.AST) -> bool:
     func = node.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
     first = node.args[0]
-    return name == "import_module" and isinstance(first, ast.Constant) and isinstance(first.value, str)
+    return (
+        name == "import_module" and isinstance(first, ast.Constant) and isinstance(first.value, str)
+    )
 
 
 def imported_modules(path: Path, known: set[str], root: Path = PACKAGE_ROOT) -> set[str]:

@@ -13,7 +13,6 @@ from rlformer.config.sections.base import Section, StrictModel
 from rlformer.config.sections.registry import register, registered, unregister
 from rlformer.config.sections.spec import AlgorithmSpec
 
-
 INSTALLED = registered()
 """The algorithms the package's entry points declare."""
 

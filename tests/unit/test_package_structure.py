@@ -140,7 +140,9 @@ def test_strings_that_load_a_module_count_as_imports(tmp_path):
     _write(root, "algos/__init__.py", "")
     _write(root, "algos/toy.py", "X = 1\n")
     _write(root, "runs/__init__.py", "")
-    _write(root, "runs/a.py", "import importlib\nM = importlib.import_module('rlformer.algos.toy')\n")
+    _write(
+        root, "runs/a.py", "import importlib\nM = importlib.import_module('rlformer.algos.toy')\n"
+    )
     _write(root, "runs/b.py", "SPEC = 'rlformer.algos.toy:X'\n")
     graph = import_graph(root)
     assert graph["rlformer.runs.a"] == {"rlformer.algos.toy"}
