@@ -2,9 +2,10 @@
 
 Runs ``rlformer.runs.training.train`` in this process with ``rollout.backend=ray`` (a real
 local Ray, several workers with fractional ``worker_cpus``, a tiny GTrXL) and kills one rollout
-worker process every ``--kill-every`` iterations, at a random moment while that iteration's fragments
-are being collected (``--max-delay`` seconds after collection starts; a kill that lands after
-the victim's fragment came back is found at the next call, a checkpoint's included). The
+worker process every ``--kill-every`` iterations, at a random moment while that iteration's
+fragments are being collected (``--max-delay`` seconds after collection starts; a kill that lands
+after the victim's fragment came back is found at the next call, a checkpoint's included).
+The
 restart budget is exactly the number of kills.
 
 Then it checks what must hold however the kills land, prints the figures and exits 1 if a
