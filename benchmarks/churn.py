@@ -5,8 +5,7 @@ local Ray, several workers with fractional ``worker_cpus``, a tiny GTrXL) and ki
 worker process every ``--kill-every`` iterations, at a random moment while that iteration's
 fragments are being collected (``--max-delay`` seconds after collection starts; a kill that lands
 after the victim's fragment came back is found at the next call, a checkpoint's included).
-The
-restart budget is exactly the number of kills.
+The restart budget is exactly the number of kills.
 
 Then it checks what must hold however the kills land, prints the figures and exits 1 if a
 check failed:
