@@ -101,12 +101,13 @@ def _add_batch_axis(observation: Any) -> Any:
 
 
 def as_policy(obj: Any) -> Policy:
-    """``obj`` when it is a policy; else the policy of the algorithm whose network it is."""
-    if hasattr(obj, "act") and hasattr(obj, "initial_state"):
-        return obj
+    """The policy of the algorithm whose bare network ``obj`` is (networks have ``act`` methods
+    of their own, with other arguments), else ``obj`` itself when it is a policy."""
     for spec in registered():
         if spec.network_policy is not None:
             policy = load_attr(spec.network_policy)(obj)
             if policy is not None:
                 return policy
+    if isinstance(obj, Policy):
+        return obj
     raise TypeError(f"{type(obj).__name__} is neither a policy nor a network of an algorithm")

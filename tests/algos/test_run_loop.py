@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
-import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,8 @@ import pytest
 import torch
 
 from rlformer.config import TrainConfig, load_config
+from rlformer.config.sections.registry import register, unregister
+from rlformer.config.sections.spec import AlgorithmSpec
 from rlformer.runs.algorithm import (
     FINAL_EVAL_SEED_OFFSET,
     PERIODIC_EVAL_SEED_OFFSET,
@@ -90,14 +91,23 @@ class Counter:
         return Evaluation({"total": float(self.total), "score": score}, ["evaluated"], score)
 
 
+COUNTER = AlgorithmSpec(
+    name="counter",
+    summary="a test's counter",
+    section=None,
+    reads=("run", "env", "rollout", "model", "eval", "learner"),
+    algorithm=f"{__name__}:Counter",
+    budget_key="counter.total",
+)
+
+
 @pytest.fixture
-def counter_algo(monkeypatch: pytest.MonkeyPatch) -> TrainConfig:
-    module = types.ModuleType("rlformer.algos.counter")
-    module.ALGORITHM = Counter  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "rlformer.algos.counter", module)
+def counter_algo() -> Iterator[TrainConfig]:
+    register(COUNTER)
     Counter.signal_at = None
     cfg = load_config(None, ["run.progress=false", "run.checkpoint_every=3"])
-    return cfg.model_copy(update={"algo": "counter"})
+    yield cfg.model_copy(update={"algo": "counter"})
+    unregister("counter")
 
 
 def test_loop_checkpoints_resumes_and_evaluates_a_new_algorithm(

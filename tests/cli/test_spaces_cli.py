@@ -15,7 +15,7 @@ import torch
 
 REPO = Path(__file__).parents[2]
 
-# The README's example env module (kept in sync by test_readme_env_module_is_this_one).
+# The own-env guide's example env module (kept in sync by test_guide_env_module_is_this_one).
 USER_MODULE = '''\
 """myenvs: a memory task - remember the cue shown at step 0, answer it at the last step."""
 import gymnasium as gym
@@ -139,9 +139,9 @@ def test_env_problems_exit_2_with_one_line(tmp_path: Path, args: list[str], mess
     assert not (tmp_path / "runs").exists(), "nothing may start before the env is accepted"
 
 
-def test_readme_env_module_is_this_one() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert USER_MODULE in readme and USER_CONFIG in readme
+def test_guide_env_module_is_this_one() -> None:
+    guide = (REPO / "docs" / "guides" / "own-env.md").read_text()
+    assert USER_MODULE in guide and USER_CONFIG in guide
 
 
 @pytest.mark.slow

@@ -78,7 +78,7 @@ def run_page(page: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> dict
     monkeypatch.chdir(workdir)
     monkeypatch.syspath_prepend(str(workdir))
     (workdir / "configs").symlink_to(REPO / "configs")
-    shutil.copy(REPO / "rlformer" / "policies" / "onnx_runner.py", workdir)
+    shutil.copy(REPO / "rlformer" / "export" / "onnx_runner.py", workdir)
     namespace: dict[str, object] = {}
     for number, block in enumerate(blocks(page), 1):
         if not runs(block):

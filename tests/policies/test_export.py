@@ -519,7 +519,7 @@ def test_what_cannot_be_exported_is_refused_in_one_line(tmp_path: Path) -> None:
 def test_reference_runner_needs_neither_torch_nor_rlformer(tmp_path: Path) -> None:
     policy = tiny_policy("tuple", "box", "lstm")
     out = export_policy(policy, tmp_path / "exported")
-    runner = REPO / "rlformer" / "policies" / "onnx_runner.py"
+    runner = REPO / "rlformer" / "export" / "onnx_runner.py"
     script = textwrap.dedent(
         f"""
         import importlib.util, json, sys

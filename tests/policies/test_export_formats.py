@@ -61,7 +61,7 @@ def test_format_1_export_pickles_with_its_model(tmp_path: Path) -> None:
 
 def test_reference_runner_runs_a_format_1_export_without_torch(tmp_path: Path) -> None:
     runner = tmp_path / "onnx_runner.py"  # copied out of the package, as a user would
-    shutil.copy(REPO / "rlformer" / "policies" / "onnx_runner.py", runner)
+    shutil.copy(REPO / "rlformer" / "export" / "onnx_runner.py", runner)
     script = textwrap.dedent(
         f"""
         import json, sys
