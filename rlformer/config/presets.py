@@ -40,7 +40,8 @@ _ONE_LAYER_CORE: dict[str, Any] = {
 # M) was chosen on CountRecall at 1M steps (seeds 0-2: -0.514 against -0.756 without it, the GRU
 # torso -0.614) and checked on tasks it was not chosen on: RepeatPrevious at 200k steps (0.982
 # against 0.955, seeds 0-2) and Battleship at 1M
-# (docs/benchmarks/memory.md#popgym-countrecall-and-the-other-hard-tasks).
+# (docs/benchmarks/memory.md#popgym-countrecall-and-the-other-hard-tasks). Rewards are scaled as
+# by default (model.value_scaling return_std: docs/benchmarks/value_scaling.md).
 _POPGYM: dict[str, Any] = {
     "env": {
         "imports": ["popgym"],
@@ -50,7 +51,6 @@ _POPGYM: dict[str, Any] = {
     "model": {
         "core": {**_ONE_LAYER_CORE, "episode_clock": True},
         "recurrent_hidden": 64,
-        "normalize_reward": False,  # as tuned; the PositionOnlyPendulum config turns it on
     },
     "ppo": {
         "total_steps": 200_000,

@@ -141,6 +141,7 @@ class ObservationEncoder(nn.Module):
         self.image_scale = cfg.image_scale
         self._binary_images: set[str] = set()  # bool image leaves: already 0/1, never scaled
         self.out_dim = 0
+        self.choices: list[str] = []  # what cnn: auto chose, and why (rlformer train --dry-run)
         for index, (path, leaf) in enumerate(self.leaves.items()):
             name = self.names[path] = f"leaf{index}"
             layout = image_layout(leaf)
@@ -149,8 +150,12 @@ class ObservationEncoder(nn.Module):
                 self.kinds[path] = layout
                 if is_bool_box(leaf):
                     self._binary_images.add(path)
-                self.cnns[name] = _make_cnn(cfg, int(c), int(h), int(w), path, setting)
-                self.out_dim += cfg.cnn_features
+                cnn, features, why = choose_cnn(cfg, int(h), int(w))
+                if why is not None:
+                    where = f"observation key {path!r}" if path else "the observation"
+                    self.choices.append(f"{setting}: {cnn} for {where}, {why}")
+                self.cnns[name] = _make_cnn(cnn, features, int(c), int(h), int(w), path, setting)
+                self.out_dim += features
             elif isinstance(leaf, gym.spaces.Discrete):
                 self.kinds[path] = "discrete"
                 self._discrete[path] = (int(leaf.start), int(leaf.n))
@@ -248,11 +253,32 @@ def _full_fp32_convolutions(x: torch.Tensor) -> Iterator[None]:
         torch.backends.cudnn.allow_tf32 = previous
 
 
+def choose_cnn(cfg: ModelConfig, h: int, w: int) -> tuple[str, int, str | None]:
+    """The encoder of an ``h`` x ``w`` image, its features, and why when ``cnn: auto`` chose it
+    (None when the config named it): Nature-DQN's CNN where its strides fit (36x36 and up),
+    else MinAtar's single 3x3 convolution, whose dense layer keeps the grid's cells apart (128
+    features, as in the MinAtar paper, unless ``cnn_features`` is set); IMPALA's padded ResNet
+    only for images narrower than 3 pixels."""
+    if cfg.cnn != "auto":
+        return cfg.cnn, cfg.cnn_features, None
+    if min(h, w) >= NATURE_MIN_SIZE:
+        why = f"a {h}x{w} image (Nature-DQN's CNN from {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE})"
+        return "nature", cfg.cnn_features, why
+    if min(h, w) >= MINATAR_MIN_SIZE:
+        features = cfg.cnn_features if "cnn_features" in cfg.model_fields_set else 128
+        why = (
+            f"a {h}x{w} image, under Nature-DQN's {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}: one 3x3 "
+            f"convolution and {features} features, as MinAtar's network"
+        )
+        return "minatar", features, why
+    return "impala", cfg.cnn_features, f"a {h}x{w} image, too narrow for a 3x3 convolution"
+
+
 def _make_cnn(
-    cfg: ModelConfig, c: int, h: int, w: int, path: str, setting: str = "model.cnn"
+    cnn: str, features: int, c: int, h: int, w: int, path: str, setting: str = "model.cnn"
 ) -> nn.Module:
     where = f"observation key {path!r}" if path else "the observation"
-    if cfg.cnn == "nature":
+    if cnn == "nature":
         if min(h, w) < NATURE_MIN_SIZE:
             raise SpaceError(
                 f"{where} is a {h}x{w} image, smaller than the Nature CNN's "
@@ -260,12 +286,12 @@ def _make_cnn(
                 f"{setting}=minatar (one small convolution, for grids such as MinAtar's 10x10) "
                 "or resize it with a wrapper, e.g. gymnasium.wrappers:ResizeObservation"
             )
-        return NatureCNN(c, h, w, cfg.cnn_features)
-    if cfg.cnn == "minatar":
+        return NatureCNN(c, h, w, features)
+    if cnn == "minatar":
         if min(h, w) < MINATAR_MIN_SIZE:
             raise SpaceError(
                 f"{where} is a {h}x{w} image, smaller than the MinAtar CNN's 3x3 convolution: "
                 f"set {setting}=impala (any size)"
             )
-        return MinAtarCNN(c, h, w, cfg.cnn_features)
-    return ImpalaCNN(c, h, w, cfg.cnn_features)
+        return MinAtarCNN(c, h, w, features)
+    return ImpalaCNN(c, h, w, features)

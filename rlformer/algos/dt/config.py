@@ -49,13 +49,13 @@ class DTConfig(StrictModel):
     return_scale: float = Field(1000.0, gt=0, description="Returns-to-go are divided by this.")
     core: CoreConfig = Field(default_factory=dt_core, description="Attention core of the DT.")
     max_timestep: int = Field(4096, ge=1, description="Size of the timestep embedding table.")
-    cnn: Literal["nature", "impala", "minatar"] = Field(
-        "nature",
+    cnn: Literal["auto", "nature", "impala", "minatar"] = Field(
+        "auto",
         description="Encoder of image observation leaves (uint8 or bool, HWC/CHW), as model.cnn "
         "for PPO: Nature-DQN CNN (36x36 and up), IMPALA ResNet (any size) or MinAtar's one 3x3 "
-        "convolution (small grids). Other leaves: non-image Box standardised with the data's "
-        "statistics, Discrete / MultiDiscrete one-hot, MultiBinary as bits; Dict / Tuple leaves "
-        "concatenated.",
+        "convolution (small grids); auto: by each image's size. Other leaves: non-image Box "
+        "standardised with the data's statistics, Discrete / MultiDiscrete one-hot, MultiBinary "
+        "as bits; Dict / Tuple leaves concatenated.",
     )
     cnn_features: int = Field(
         512,

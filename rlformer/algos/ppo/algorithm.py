@@ -22,6 +22,7 @@ from rlformer.algos.ppo.data_parallel import ParallelPPOLearner, make_ppo_learne
 from rlformer.algos.ppo.evaluation import run_episodes
 from rlformer.algos.ppo.policy import actor_critic_from_payload
 from rlformer.config import TrainConfig
+from rlformer.config.presets import family_preset
 from rlformer.evaluation.runner import EpisodeResults
 from rlformer.networks.actor_critic import ActorCritic
 from rlformer.networks.spaces import SpaceError
@@ -110,6 +111,32 @@ def cpu_learner_hint(cfg: TrainConfig, device: torch.device, model: ActorCritic)
     )
 
 
+VALUE_SCALING_WHY = {
+    "return_std": "rewards divided by the running discounted return's std",
+    "none": "rewards and value targets as they are",
+    "percentile": "advantages divided by the returns' 5th-95th percentile range",
+    "symlog": "the value head predicts symlog(return)",
+    "symlog_percentile": "symlog values and percentile-scaled advantages",
+    "popart": "a normalised value head, rescaled as the returns move",
+}
+
+
+def choice_lines(cfg: TrainConfig) -> list[str]:
+    """The settings a run takes without the user naming them, one line each with why."""
+    lines = []
+    if cfg.preset is None:  # a named preset has its own line, printed as every run starts
+        family = family_preset(cfg.env.id)
+        lines.append(
+            f"preset: none ({'set to null' if family else 'env.id is of no family with one'})"
+        )
+    scaling = cfg.model.value_scaling
+    if scaling is None:
+        scaling = "return_std" if cfg.model.normalize_reward else "none"
+    source = "the default" if scaling == "return_std" else "as the config or its preset sets"
+    why = VALUE_SCALING_WHY[scaling]
+    return [*lines, f"model.value_scaling: {scaling}: {why} ({source})"]
+
+
 class PPO:
     """The :class:`~rlformer.runs.algorithm.Algorithm` for ``algo: ppo``."""
 
@@ -144,10 +171,11 @@ class PPO:
             cfg.run.root, max(MIN_FREE_BYTES, checkpoint_bytes_estimate(model)), create=False
         )
         parameters = sum(p.numel() for p in model.parameters())
-        return (
+        summary = (
             f"ok: ppo on {cfg.env.id}, {cfg.model.torso} model with {parameters:,} parameters, "
             f"{cfg.ppo.total_steps:,} env steps, runs under {cfg.run.root}"
         )
+        return "\n".join([summary, *choice_lines(cfg), *model.encoder.choices])
 
     @property
     def env_steps(self) -> int:

@@ -45,10 +45,12 @@ class ModelConfig(StrictModel):
     )
     recurrent_layers: int = Field(1, ge=1, description="Stacked layers of the lstm / gru torso.")
     log_std_init: float = Field(0.0, description="Initial log std of the Gaussian action head.")
-    cnn: Literal["nature", "impala", "minatar"] = Field(
-        "nature",
+    cnn: Literal["auto", "nature", "impala", "minatar"] = Field(
+        "auto",
         description="Encoder of image leaves (uint8 or bool, HWC/CHW): Nature-DQN CNN (36x36 "
-        "and up), IMPALA ResNet (any size) or MinAtar's one 3x3 convolution (small grids).",
+        "and up), IMPALA ResNet (any size) or MinAtar's one 3x3 convolution (small grids); "
+        "auto: by each image's size, nature from 36x36, minatar below (rlformer train --dry-run "
+        "says which).",
     )
     cnn_features: int = Field(
         512,
@@ -79,16 +81,18 @@ class ModelConfig(StrictModel):
     )
     normalize_reward: bool = Field(
         True,
-        description="Scale rewards by the std of a running discounted return (VecNormalize). "
-        "On by default: without it the defaults learned neither Acrobot-v1 nor Pendulum-v1 in "
-        "100k steps (docs/benchmarks/defaults.md).",
+        description="Scale rewards by the std of a running discounted return (VecNormalize): "
+        "value_scaling return_std. Set without value_scaling, it chooses return_std (true) or "
+        "none (false); set with it, value_scaling wins.",
     )
     value_scaling: (
         Literal["none", "return_std", "percentile", "symlog", "symlog_percentile", "popart"] | None
     ) = Field(
-        None,
+        "return_std",
         description="How PPO copes with the reward's scale (rlformer/networks/value_scaling.py); "
-        "set, it overrides normalize_reward. null: as normalize_reward says; none: rewards and "
+        "return_std by default (first or second of six on the pilot tasks: "
+        "docs/benchmarks/value_scaling.md). null: as normalize_reward says (run configs "
+        "saved without this key); none: rewards and "
         "value targets as they are; return_std: rewards divided by the running return's std "
         "(normalize_reward=true); percentile: advantages divided by max(1, P95 - P5 of returns), "
         "EMA 0.99 (DreamerV3), instead of per-minibatch standardisation; symlog: the value head "
@@ -113,7 +117,14 @@ class ModelConfig(StrictModel):
     @model_validator(mode="after")
     def _value_scaling_decides_reward_normalisation(self) -> ModelConfig:
         # Reward normalisation is one of the value_scaling choices; the others leave rewards
-        # as they are. Unset, normalize_reward keeps deciding (configs written before the key).
+        # as they are. normalize_reward set alone (a preset, a task config, a user) still says
+        # which of its two it wants; value_scaling null (run configs saved before the key)
+        # leaves the decision to normalize_reward.
+        chosen = self.model_fields_set
+        if "normalize_reward" in chosen and "value_scaling" not in chosen:
+            wanted_scaling = "return_std" if self.normalize_reward else "none"
+            if self.value_scaling != wanted_scaling:
+                self.value_scaling = wanted_scaling  # type: ignore[assignment]
         wanted = self.value_scaling == "return_std"
         if self.value_scaling is not None and self.normalize_reward != wanted:
             self.normalize_reward = wanted  # validated again, then equal: no further call
