@@ -33,24 +33,18 @@ _ONE_LAYER_CORE: dict[str, Any] = {
     "gate_bias": 0.0,
 }
 
-# POPGym (any task, tuned on the 10 Easy tasks): POPGym's own PreviousAction wrapper, as in its
-# paper; 16 envs x 64 steps, lr 5e-4, entropy 0.01; one GTrXL layer of width 64 with gate bias 0.
-# With these, and without the episode clock, GTrXL was at or above the best LSTM/GRU agent on 10
-# of 10 Easy tasks (200k steps). The episode clock (each token's step in its episode, capped at
-# M) was chosen on CountRecall at 1M steps (seeds 0-2: -0.514 against -0.756 without it, the GRU
-# torso -0.614) and checked on tasks it was not chosen on: RepeatPrevious at 200k steps (0.982
-# against 0.955, seeds 0-2) and Battleship at 1M
-# (docs/benchmarks/memory.md#popgym-countrecall-and-the-other-hard-tasks). Rewards are scaled as
-# by default (model.value_scaling return_std: docs/benchmarks/value_scaling.md).
+# POPGym: tuned on the 10 Easy tasks; evidence in docs/benchmarks/memory.md (POPGym sections).
 _POPGYM: dict[str, Any] = {
     "env": {
         "imports": ["popgym"],
+        # the previous action in every observation, as in the POPGym paper
         "wrappers": [{"class": "popgym.wrappers:PreviousAction", "unwrapped": True}],
     },
-    "rollout": {"envs_per_worker": 16, "fragment_length": 64},
+    "rollout": {"envs_per_worker": 16, "fragment_length": 64},  # chosen on the 10 Easy tasks
     "model": {
+        # one narrow layer; the episode clock won on CountRecall at 1M (-0.514 against -0.756)
         "core": {**_ONE_LAYER_CORE, "episode_clock": True},
-        "recurrent_hidden": 64,
+        "recurrent_hidden": 64,  # the GRU/LSTM baselines' width, as POPGym's
     },
     "ppo": {
         "total_steps": 200_000,
@@ -62,23 +56,13 @@ _POPGYM: dict[str, Any] = {
     "eval": {"episodes": 100},
 }
 
-# MiniGrid (any task): MiniGrid's own one-hot view (each cell's object, colour and state codes as
-# 11 + 6 + 3 bits), without the mission text (it cannot be encoded), flattened into the core's
-# input projection. As codes / 10 a key and a ball differ by 0.1 in one input: with the cue
-# copied into every view of MiniGrid-MemoryS11 (no memory needed), a CNN or a flat vector of the
-# codes stayed at chance for 300k steps, the one-hot view scored 0.99; on DoorKey-5x5 (200k
-# steps) it scored 0.96 on each of seeds 0-2, the CNN 0.89, 0.04 and 0.32 (measured 2026-11-24).
-# Normalised observations make rare bits loud: a bit set with frequency p becomes
-# sqrt((1 - p) / p) where the walls seen at every step fade to near 0. Unnormalised, the cue's
-# two bits were 2 of about 150 set in its view, and with the cue in view at the first step only
-# the agent stayed at chance for 1M steps; normalised, it solved that probe by 200k, and
-# MiniGrid-MemoryS11 itself (seed 0) by 1.1M steps at lr 3e-4 and by 400k at lr 1e-3. With
-# both, seeds 0-3 succeed in 100% of episodes at 1M steps, seed 4 in 51% (DoorKey: 100% on 0-2).
+# MiniGrid: docs/benchmarks/memory.md (MiniGrid-MemoryS11) and defaults.md (DoorKey).
 _MINIGRID: dict[str, Any] = {
     "env": {
         "imports": ["minigrid"],
         "wrappers": [
             {"class": "rlformer_envs:SuccessFromReward"},  # evaluation reports success_rate
+            # one-hot cells: codes / 10 left MemoryS11 at chance, one-hot reached 0.99
             {"class": "minigrid.wrappers:OneHotPartialObsWrapper"},
             {"class": "minigrid.wrappers:ImgObsWrapper"},
         ],
@@ -87,36 +71,23 @@ _MINIGRID: dict[str, Any] = {
     "model": {
         "core": {**_ONE_LAYER_CORE, "memory_length": 128},
         "recurrent_hidden": 64,
-        "normalize_obs": True,
-        "normalize_reward": False,  # as measured
+        "normalize_obs": True,  # rare bits (the cue) stand out: MemoryS11 solved, not at chance
+        "normalize_reward": False,  # the setting MemoryS11's 100% (seeds 0-3) was measured with
     },
+    # lr 1e-3 solved MemoryS11 by 400k steps, 3e-4 by 1.1M
     "ppo": {"learning_rate": 0.001, "update_epochs": 4, "num_minibatches": 4, "ent_coef": 0.01},
-    # Sampled actions, as rl-starter-files evaluates by default. With the earlier CNN encoder the
-    # greedy DoorKey-5x5 policy timed out in most episodes (0.11, sampled: 0.89); with the
-    # one-hot view both score 0.96 there, and sampling keeps evaluation free of such loops.
-    "eval": {"episodes": 100, "deterministic": False},
+    "eval": {"episodes": 100, "deterministic": False},  # sampled, as rl-starter-files evaluates
 }
 
-# CartPole without velocities (rlformer/CartPoleNoVel-v0): rl-baselines3-zoo's RecurrentPPO
-# rollout shape and discounting for CartPoleNoVel (8 envs x 32 steps, gamma 0.98, GAE 0.8, no
-# entropy bonus, normalised observations) with 10 epochs and lr 5e-4, memory 32; like SB3, no
-# value clipping and no reward normalisation: with both, 5 seeds averaged 324 against 467 over 4
-# without (100k steps). Unlike SB3, no per-minibatch advantage normalisation: a minibatch here
-# is 2 sequences of 32 steps, and once the policy is solved its advantages are mostly noise that
-# normalising scales up to full-size updates. With it, 20 seeds scored 435.5, every one reaching
-# 500 and then oscillating; without it, seeds 10-19 score 497.4 and seeds 0-9 (not used to
-# choose it) 477.7: 487.5 over 20 (target 475). Two minibatches of 4 sequences instead of four
-# of 2 (20 gradient steps per batch, the zoo's RecurrentPPO takes 20 too) halve the update's
-# cost at no loss: seeds 10-19 484.8, seeds 0-9 (not used to choose it) 487.3. The preset also
-# evaluates every 40 iterations (10k steps) on 10 episodes and keeps the best weights in
-# checkpoints/best.pt (with normalisation those scored 499.7 over the 20 seeds).
+# CartPole without velocities: rl-baselines3-zoo's RecurrentPPO shape for CartPoleNoVel; evidence
+# in docs/benchmarks/memory.md (CartPole without velocities).
 _CARTPOLE_NOVEL: dict[str, Any] = {
     "rollout": {"envs_per_worker": 8, "fragment_length": 32},
     "model": {
         "core": {**_ONE_LAYER_CORE, "memory_length": 32},
         "recurrent_hidden": 64,
-        "normalize_obs": True,
-        "normalize_reward": False,  # see above
+        "normalize_obs": True,  # as the zoo's entry
+        "normalize_reward": False,  # as SB3: with it and value clipping 324, without 467
     },
     "ppo": {
         "total_steps": 100_000,
@@ -125,19 +96,15 @@ _CARTPOLE_NOVEL: dict[str, Any] = {
         "gae_lambda": 0.8,
         "ent_coef": 0.0,
         "clip_value": False,
-        "norm_adv": False,
+        "norm_adv": False,  # normalising noise-only advantages of a solved policy: 435.5 vs 487.5
         "update_epochs": 10,
-        "num_minibatches": 2,
+        "num_minibatches": 2,  # half the cost of 4 at no loss (487.3 on seeds not used to choose)
     },
-    "eval": {"episodes": 100, "every": 40, "every_episodes": 10},
+    "eval": {"episodes": 100, "every": 40, "every_episodes": 10},  # best.pt: 499.7 over 20 seeds
 }
 
-# Pendulum without angular velocity (rlformer/PendulumNoVel-v0), tuned for 100k steps:
-# normalised rewards (-16..0 per step otherwise swamp the value head: -1,079 without), 10 epochs
-# of 32 minibatches per 32 x 128-step batch, gamma 0.9 and lr 1e-3 as in rl-baselines3-zoo's
-# Pendulum entries; a narrow core (width 32, 2 heads, gate bias 2) with memory 4: the velocity
-# it must infer is in the last step or two, and attention spread over 16 steps let 2 seeds in
-# 10 settle on never swinging up (mean -300); with 4, seeds 0-19 all end at -199 to -294 (-232).
+# Pendulum without angular velocity, tuned for 100k steps; evidence in docs/benchmarks/memory.md
+# (Pendulum without velocities). gamma and lr as rl-baselines3-zoo's Pendulum entries.
 _PENDULUM_NOVEL: dict[str, Any] = {
     "rollout": {"envs_per_worker": 32, "fragment_length": 128},
     "model": {
@@ -146,10 +113,10 @@ _PENDULUM_NOVEL: dict[str, Any] = {
             "d_model": 32,
             "n_heads": 2,
             "d_ff": 64,
-            "memory_length": 4,
+            "memory_length": 4,  # velocity is in the last steps; 16: 2 seeds in 10 settle at -300
             "gate_bias": 2.0,
         },
-        "normalize_reward": True,
+        "normalize_reward": True,  # -16..0 per step swamps the value head: -1,079 without
     },
     "ppo": {
         "total_steps": 100_000,
@@ -163,12 +130,8 @@ _PENDULUM_NOVEL: dict[str, Any] = {
     "eval": {"episodes": 100},
 }
 
-# LunarLander without velocities (rlformer/LunarLanderNoVel-v0): rl-baselines3-zoo's RecurrentPPO
-# entry for LunarLanderNoVel (16 envs, gamma 0.999, GAE 0.98, 4 epochs, entropy 0.01, 1M steps)
-# with 128-step fragments (memory 64 carries context across them), normalised observations and
-# rewards. Evaluation samples actions: the greedy policy of two of three seeds hovers (-12 and
-# -68 over 100 episodes) where the policy that was trained, sampling, lands (255 and 216; the
-# third seed 251 and 255; measured 2026-11-24).
+# LunarLander without velocities: rl-baselines3-zoo's RecurrentPPO entry for LunarLanderNoVel,
+# 128-step fragments; evidence in docs/benchmarks/memory.md (LunarLander without velocities).
 _LUNARLANDER_NOVEL: dict[str, Any] = {
     "rollout": {"envs_per_worker": 16, "fragment_length": 128},
     "model": {
@@ -186,15 +149,11 @@ _LUNARLANDER_NOVEL: dict[str, Any] = {
         "update_epochs": 4,
         "num_minibatches": 8,
     },
-    "eval": {"episodes": 100, "deterministic": False},
+    "eval": {"episodes": 100, "deterministic": False},  # greedy policies hover: -12, -68 vs 255
 }
 
-# Gymnasium's MuJoCo tasks (Hopper, Walker2d, HalfCheetah, Ant, ...): the defaults plus running
-# observation normalisation, as SB3 users add VecNormalize for MuJoCo. Their observations spread
-# from hundredths (angles) to about 6 (velocities), and on Hopper-v5 (500k steps, 3 seeds) the
-# defaults alone scored 868 where normalised observations scored 2,099
-# (docs/benchmarks/defaults.md). Off by default elsewhere: on LunarLander-v3 and Pendulum-v1
-# the same change lowered the mean (270 to 238, -173 to -254).
+# Gymnasium's MuJoCo tasks: normalised observations, as SB3 users add VecNormalize (Hopper-v5,
+# 500k steps: 868 without, 2,099 with; off elsewhere: docs/benchmarks/defaults.md).
 _MUJOCO: dict[str, Any] = {"model": {"normalize_obs": True}}
 
 PRESETS: dict[str, dict[str, Any]] = {
