@@ -1,0 +1,194 @@
+"""The one default across suites: every task trained from its env id alone.
+
+What a user types is ``rlformer train --set env.id=X`` (plus ``env.imports`` where the family
+registers its ids that way, and the task's own kwargs where the published setting needs them):
+no other key. This script trains exactly that on each task of the suites, with seeds fixed in
+advance, and writes one row per run (the final evaluation, the training return, the commit).
+
+    python benchmarks/default_suite.py --suites popgym --seeds 0 1 2 --shard 0/2
+    python benchmarks/default_suite.py --report-only
+
+Runs live under ``--root`` with fixed names; a killed job continues its run from the newest
+checkpoint on the next start (rows are written once a run has its ``eval.json``), so the suite
+is resumed by starting the same command again. ``--shard i/n`` takes every n-th run, so one job
+per core splits the suite without overlap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "benchmarks" / "results" / "default_suite" / "rows.jsonl"
+
+
+@dataclass(frozen=True)
+class Task:
+    env_id: str
+    steps: int
+    keys: tuple[str, ...] = ()  # env.imports and the task's own env.kwargs, nothing else
+
+
+def _popgym() -> dict[str, Task]:
+    names = [
+        "Autoencode", "Battleship", "Concentration", "CountRecall", "HigherLower",
+        "MineSweeper", "MultiarmedBandit", "NoisyPositionOnlyCartPole",
+        "NoisyPositionOnlyPendulum", "PositionOnlyCartPole", "PositionOnlyPendulum",
+        "RepeatFirst", "RepeatPrevious", "VelocityOnlyCartpole",
+    ]  # fmt: skip
+    return {
+        f"popgym-{n}": Task(f"popgym-{n}Easy-v0", 1_000_000, ("env.imports=[popgym]",))
+        for n in names
+    }
+
+
+def _minatar() -> dict[str, Task]:
+    games = ["Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"]
+    keys = ("env.imports=[minatar.gym:register_envs]", "env.kwargs.use_minimal_action_set=false")
+    return {f"minatar-{g}": Task(f"MinAtar/{g}-v1", 2_000_000, keys) for g in games}
+
+
+SUITES: dict[str, dict[str, Task]] = {
+    "popgym": _popgym(),
+    "minatar": _minatar(),
+    "minigrid": {
+        "minigrid-MemoryS11": Task("MiniGrid-MemoryS11-v0", 1_000_000, ("env.imports=[minigrid]",)),
+        "minigrid-DoorKey-8x8": Task(
+            "MiniGrid-DoorKey-8x8-v0", 1_000_000, ("env.imports=[minigrid]",)
+        ),
+    },  # fmt: skip
+    "classic": {
+        "CartPole": Task("CartPole-v1", 100_000),
+        "Acrobot": Task("Acrobot-v1", 100_000),
+        "Pendulum": Task("Pendulum-v1", 100_000),
+        "LunarLander": Task("LunarLander-v3", 1_000_000),
+        "Hopper": Task("Hopper-v5", 1_000_000),
+    },
+}
+EVAL_EPISODES = 100
+
+
+@dataclass
+class Row:
+    task: str
+    env_id: str
+    seed: int
+    steps: int
+    eval_return: float
+    eval_success: float | None
+    train_return: float | None  # mean of the last 10% of training episodes
+    seconds: float
+    command: str
+    commit: str
+
+
+def commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    return done.stdout.strip() or "unknown"
+
+
+def command(task: Task, seed: int, root: Path, name: str) -> list[str]:
+    """The ``--set`` items of one run: the env id alone, plus the run's own bookkeeping."""
+    return [
+        f"env.id={task.env_id}",
+        *task.keys,
+        f"ppo.total_steps={task.steps}",
+        f"run.seed={seed}",
+        f"run.root={root}",
+        f"run.name={name}",
+        "run.progress=false",
+        f"eval.episodes={EVAL_EPISODES}",
+    ]
+
+
+def train_return(run: Path) -> float | None:
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    returns = [r["rollout/return_mean"] for r in rows if "rollout/return_mean" in r]
+    return float(np.mean(returns[-max(1, len(returns) // 10) :])) if returns else None
+
+
+def run_one(name: str, task: Task, seed: int, root: Path) -> Row:
+    """Train (or continue) one run and return its row."""
+    from rlformer.config import load_config
+    from rlformer.runs.training import resume, train
+
+    label = f"{name}-s{seed}"
+    found = sorted(root.glob(f"{label}-*"))
+    start = time.perf_counter()
+    items = command(task, seed, root, label)
+    if found and not (found[-1] / "eval.json").exists():
+        result = resume(found[-1], ["run.progress=false"])
+    else:
+        result = train(load_config(None, items))
+    run = result.run_dir
+    evaluation = json.loads((run / "eval.json").read_text())
+    sets = " ".join(f"--set {x}" for x in items[: len(task.keys) + 2])
+    return Row(
+        name, task.env_id, seed, task.steps, evaluation["return_mean"],
+        evaluation.get("success_rate"), train_return(run), time.perf_counter() - start,
+        f"rlformer train {sets}", commit(),
+    )  # fmt: skip
+
+
+def done_rows(out: Path) -> list[dict]:
+    return [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+
+
+def report(out: Path) -> None:
+    """Per task: mean [min, max] of the evaluation return over the seeds done, per seed."""
+    by_task: dict[str, list[dict]] = {}
+    for row in done_rows(out):
+        by_task.setdefault(row["task"], []).append(row)
+    print("| task | steps | seeds | evaluation return (mean) | per seed |")
+    print("| --- | --- | --- | --- | --- |")
+    for task, rows in by_task.items():
+        rows.sort(key=lambda r: r["seed"])
+        values = [r["eval_return"] for r in rows]
+        seeds = " / ".join(f"{v:.3f}" for v in values)
+        print(f"| {task} | {rows[0]['steps']:,} | {len(rows)} | {np.mean(values):.3f} | {seeds} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Train every suite task from its env id alone.")
+    parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=list(SUITES))
+    parser.add_argument("--tasks", nargs="*", help="Only these task names.")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--shard", default="0/1", help="i/n: every n-th run from the i-th.")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--root", type=Path, default=REPO / "runs" / "default_suite")
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args()
+    if args.report_only:
+        report(args.out)
+        return
+    import torch
+
+    torch.set_num_threads(1)
+    index, count = (int(x) for x in args.shard.split("/"))
+    plan = [
+        (name, task, seed)
+        for seed in args.seeds
+        for suite in args.suites
+        for name, task in SUITES[suite].items()
+        if not args.tasks or name in args.tasks
+    ][index::count]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for name, task, seed in plan:
+        if any(r["task"] == name and r["seed"] == seed for r in done_rows(args.out)):
+            continue
+        row = run_one(name, task, seed, args.root)
+        with args.out.open("a") as f:
+            f.write(json.dumps(asdict(row)) + "\n")
+        print(f"{name} seed {seed}: {row.eval_return:.3f} ({row.seconds:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

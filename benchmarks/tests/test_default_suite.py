@@ -1,0 +1,38 @@
+"""The default suite's runner: the env id alone, a row per finished run, a killed run continued."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import default_suite  # noqa: E402
+from default_suite import SUITES, Task, command, run_one  # noqa: E402
+
+
+def test_the_suites_name_every_task_once_with_only_env_keys() -> None:
+    tasks = {name: task for suite in SUITES.values() for name, task in suite.items()}
+    assert len([n for n in tasks if n.startswith("popgym-")]) == 14
+    assert len([n for n in tasks if n.startswith("minatar-")]) == 5
+    for task in tasks.values():
+        assert all(key.startswith(("env.imports=", "env.kwargs.")) for key in task.keys)
+    items = command(tasks["minatar-Breakout"], 1, Path("r"), "x")
+    assert items[:3] == [
+        "env.id=MinAtar/Breakout-v1",
+        "env.imports=[minatar.gym:register_envs]",
+        "env.kwargs.use_minimal_action_set=false",
+    ]
+
+
+def test_a_run_continues_from_its_checkpoint_and_gives_one_row(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(default_suite, "EVAL_EPISODES", 2)
+    task = Task("CartPole-v1", 2048)
+    first = run_one("CartPole", task, 0, tmp_path)
+    (run,) = tmp_path.glob("CartPole-s0-*")
+    assert first.eval_return > 0 and first.command.startswith("rlformer train --set env.id=")
+    (run / "eval.json").unlink()  # as if killed before the final evaluation
+    again = run_one("CartPole", task, 0, tmp_path)
+    assert list(tmp_path.glob("CartPole-s0-*")) == [run]  # continued, not started afresh
+    assert again.eval_return == first.eval_return
+    assert json.loads((run / "eval.json").read_text())["episodes"] == 2
