@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import tempfile
 from pathlib import Path
@@ -28,25 +29,61 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-# Under pytest-xdist (``make test`` runs two workers), the modules that hold a test marked ray
-# form one scope: they run on one worker, one after another, so that no two Ray clusters (each
-# told it owns both cores, with timeouts sized for that) start side by side. Every other module
-# is a scope of its own, so that its module fixtures are built once. The scheduler sees only
-# test ids, not marks, so the Ray modules are found by their text; the collection hook checks
-# that every test marked ray lies in one of them.
+# Under pytest-xdist (``make test`` runs two workers), the tests marked ray form one scope: they
+# run on one worker, one after another, so that no two Ray clusters (each told it owns both
+# cores, with timeouts sized for that) start side by side. Every other test runs in a scope of
+# its module (its module's tests outside the Ray scope), so that its module fixtures are built
+# once. The scheduler sees only test ids, not marks, so the Ray tests are found in the modules'
+# source: a module whose ``pytestmark`` names ray, or a test function or class whose decorators
+# do. The collection hook checks that every test marked ray lies in the Ray scope.
 TESTS = Path(__file__).parent
-RAY_MODULES = frozenset(
-    path.relative_to(TESTS.parent).as_posix()
+EVERY_TEST = "*"
+
+
+def _is_ray_mark(node: ast.AST) -> bool:
+    """Whether ``node`` (a decorator, a ``pytestmark`` value) mentions ``mark.ray``."""
+    return any(
+        isinstance(sub, ast.Attribute)
+        and sub.attr == "ray"
+        and isinstance(sub.value, ast.Attribute)
+        and sub.value.attr == "mark"
+        for sub in ast.walk(node)
+    )
+
+
+def _ray_tests(source: str) -> frozenset[str]:
+    """The top-level names (test functions, classes) of a module marked ray, or EVERY_TEST."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            named = any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets)
+            if named and node.value is not None and _is_ray_mark(node.value):
+                return frozenset({EVERY_TEST})
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and any(
+            _is_ray_mark(d) for d in node.decorator_list
+        ):
+            names.add(node.name)
+    return frozenset(names)
+
+
+RAY_TESTS = {
+    path.relative_to(TESTS.parent).as_posix(): _ray_tests(path.read_text())
     for path in TESTS.rglob("test_*.py")
     if "mark.ray" in path.read_text()
-)
+}
+
+
+def _in_ray_scope(nodeid: str) -> bool:
+    module, *rest = nodeid.split("::")
+    names = RAY_TESTS.get(module, frozenset())
+    return EVERY_TEST in names or bool(rest) and rest[0].split("[")[0] in names
 
 
 def _check_ray_modules(items: list[pytest.Item]) -> None:
     for item in items:
-        module = item.nodeid.split("::")[0]
-        if item.get_closest_marker("ray") and module not in RAY_MODULES:
-            raise pytest.UsageError(f"{item.nodeid} is marked ray outside the modules found")
+        if item.get_closest_marker("ray") and not _in_ray_scope(item.nodeid):
+            raise pytest.UsageError(f"{item.nodeid} is marked ray outside the Ray tests found")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -54,9 +91,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """Scopes as above, scheduled by xdist's own scope scheduler."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class RayModulesTogether(LoadScopeScheduling):
+    class RayTestsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::")[0]
-            return "ray" if module in RAY_MODULES else module
+            return "ray" if _in_ray_scope(nodeid) else nodeid.split("::")[0]
 
-    return RayModulesTogether(config, log)
+    return RayTestsTogether(config, log)

@@ -165,7 +165,6 @@ def test_cli_dry_run_lists_trials_and_unknown_env_is_refused(tmp_path: Path) -> 
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
-@pytest.mark.ray
 def test_cli_unreachable_cluster_address_is_one_error_line(tmp_path: Path) -> None:
     import socket
 
