@@ -83,8 +83,9 @@ class Run:
         return reports[0]
 
     def export(self, out_dir: str | Path, format: Literal["onnx", "pt2"] = "onnx") -> Path:
-        """Write the policy for inference without rlformer's training code
-        (:func:`rlformer.export.export_policy`); the model file's path."""
+        """Write the policy to ``out_dir`` for inference without rlformer's training code
+        (``policy.onnx`` or ``policy.pt2``, and ``policy.json``:
+        :func:`rlformer.export.writer.export_policy`); the directory."""
         from rlformer.export.writer import export_policy
 
         return export_policy(self.policy(), out_dir, format)

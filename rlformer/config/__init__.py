@@ -95,14 +95,14 @@ class TrainConfigBase(StrictModel):
     if TYPE_CHECKING:
         # What every run config has; the declared model (rlformer.TrainConfig) also types the
         # sections of the built-in algorithms.
-        algo: str
-        preset: str | None
-        run: RunConfig
-        env: EnvConfig
-        rollout: RolloutConfig
-        model: ModelConfig
-        eval: EvalConfig
-        learner: LearnerConfig
+        algo: str = Field("")
+        preset: str | None = Field("auto")
+        run: RunConfig = Field(default_factory=RunConfig)
+        env: EnvConfig = Field(default_factory=EnvConfig)
+        rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+        model: ModelConfig = Field(default_factory=ModelConfig)
+        eval: EvalConfig = Field(default_factory=EvalConfig)
+        learner: LearnerConfig = Field(default_factory=LearnerConfig)
 
     @model_validator(mode="after")
     def _algorithm_rules(self) -> TrainConfigBase:
@@ -174,7 +174,7 @@ def _assemble(
     whose algorithms come first in ``specs``, only the others' sections are added."""
     names = tuple(spec.name for spec in specs)
     sections = {**SHARED_SECTIONS, **{s.name: s.section for s in specs if s.section is not None}}
-    model = create_model(
+    model: type[TrainConfigBase] = create_model(  # type: ignore[call-overload]
         "TrainConfig",
         __base__=base,
         __module__=__name__,
@@ -408,7 +408,8 @@ def load_saved_config(path: str | Path, overrides: list[str] | None = None) -> T
 
 def dump_config(cfg: TrainConfigBase) -> str:
     """The fully resolved config as YAML, suitable to re-load with :func:`load_config`."""
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    text: str = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    return text
 
 
 def describe_fields(
