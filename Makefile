@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope --durations=15
 
-.PHONY: install quickstart test test-fast lint docs bench peer-cleanrl wheel-check clean
+.PHONY: install quickstart test test-fast lint typecheck docs bench peer-cleanrl wheel-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ test: install
 ## Everything except tests marked slow.
 test-fast: install
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow" $(PYTEST_ARGS)
+
+## mypy over the package, then over the README's and the quickstart guide's Python examples.
+typecheck: install
+	$(BIN)/python -m mypy
+	$(BIN)/python scripts/typecheck_examples.py
 
 ## The documentation site (MkDocs, docs/ -> site/); warnings, broken links included, fail it.
 docs: install

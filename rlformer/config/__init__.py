@@ -22,15 +22,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 
+from rlformer.config.files import (
+    ConfigError,
+    apply_overrides,
+    parse_override,
+    read_yaml,
+    shipped_config,
+    shipped_config_names,
+)
 from rlformer.config.presets import OFFLINE_SECTIONS, PRESETS, UnknownPresetError, apply_preset
-from rlformer.config.sections.base import StrictModel
+from rlformer.config.sections.base import Section, StrictModel
 from rlformer.config.sections.env import EnvConfig, WrapperConfig
 from rlformer.config.sections.evaluation import EvalConfig
+from rlformer.config.sections.learner import LearnerConfig
 from rlformer.config.sections.model import ModelConfig
 from rlformer.config.sections.registry import registered, unread_paths
 from rlformer.config.sections.rollout import RolloutConfig
@@ -52,9 +61,11 @@ __all__ = [
     "TrainConfig",
     "WrapperConfig",
     "apply_overrides",
+    "algo_field",
     "build_config",
     "changed_keys",
     "check_sections_read",
+    "declare_train_config",
     "describe_fields",
     "dump_config",
     "format_validation_error",
@@ -62,34 +73,55 @@ __all__ = [
     "load_saved_config",
     "offline_env_config",
     "parse_override",
+    "preset_field",
     "read_yaml",
     "reference_lines",
+    "section_field",
+    "set_keys",
+    "shipped_config",
+    "shipped_config_names",
     "train_config_model",
 ]
 
 
-class ConfigError(ValueError):
-    """A configuration problem, phrased for the user (one line per problem, no traceback)."""
-
-
 class TrainConfigBase(StrictModel):
-    """The rules of every run config; :func:`train_config_model` adds the fields: ``algo``,
-    ``preset`` and one per section."""
+    """The rules of every run config; the fields (``algo``, ``preset`` and one per section) are
+    those of the model :func:`train_config_model` returns: the declared
+    :class:`rlformer.TrainConfig`, or one assembled from the registered algorithms."""
 
     specs: ClassVar[dict[str, AlgorithmSpec]] = {}
     """The algorithms the model was assembled from, by name."""
 
+    if TYPE_CHECKING:
+        # What every run config has; the declared model (rlformer.TrainConfig) also types the
+        # sections of the built-in algorithms.
+        algo: str = Field("")
+        preset: str | None = Field("auto")
+        run: RunConfig = Field(default_factory=RunConfig)
+        env: EnvConfig = Field(default_factory=EnvConfig)
+        rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+        model: ModelConfig = Field(default_factory=ModelConfig)
+        eval: EvalConfig = Field(default_factory=EvalConfig)
+        learner: LearnerConfig = Field(default_factory=LearnerConfig)
+
     @model_validator(mode="after")
     def _algorithm_rules(self) -> TrainConfigBase:
-        spec = self.specs[self.algo]
+        specs = type(self).specs or _specs_of(type(self))
+        spec = specs[self.algo]
         if self.rollout.async_sampling and not spec.async_sampling:
-            able = _words(name for name, other in self.specs.items() if other.async_sampling)
+            able = _words(name for name, other in specs.items() if other.async_sampling)
             raise ValueError(
                 f"rollout.async_sampling is for algo {able} only, not {self.algo}; remove it"
             )
         if spec.check is not None:
             spec.check(self)
         return self
+
+    def resolved(self) -> TrainConfigBase:
+        """This config as a run uses it: the keys set in it (given to the constructor or
+        assigned since) validated by :func:`build_config`, as a YAML file of those keys would
+        be: laid over the preset it names, and refused for a key its algorithm never reads."""
+        return build_config(set_keys(self))
 
 
 def _words(items: Iterable[str]) -> str:
@@ -116,22 +148,43 @@ def _preset_doc(specs: tuple[AlgorithmSpec, ...]) -> str:
     return text
 
 
-def _assemble(specs: tuple[AlgorithmSpec, ...]) -> type[TrainConfigBase]:
+def algo_field(specs: tuple[AlgorithmSpec, ...]) -> Any:
+    """The ``algo`` field of a run config of ``specs``: the first is the default."""
+    algo_doc = "; ".join(f"{spec.name}: {spec.summary}" for spec in specs) + "."
+    return Field(specs[0].name, description=algo_doc)
+
+
+def preset_field(specs: tuple[AlgorithmSpec, ...]) -> Any:
+    """The ``preset`` field of a run config of ``specs``."""
+    return Field("auto", description=_preset_doc(specs))
+
+
+def section_field(section: Section | None) -> Any:
+    """The field of one section: its model's defaults, and its description."""
+    if section is None:
+        raise ValueError("an algorithm without a section of its own has no field")
+    return Field(default_factory=section.model, description=section.doc)
+
+
+def _assemble(
+    specs: tuple[AlgorithmSpec, ...], base: type[TrainConfigBase] = TrainConfigBase
+) -> type[TrainConfigBase]:
     """The run config model of ``specs``: ``algo`` (the first is the default), ``preset``, the
-    shared sections, then each algorithm's own section under its name."""
+    shared sections, then each algorithm's own section under its name. On a declared ``base``
+    whose algorithms come first in ``specs``, only the others' sections are added."""
     names = tuple(spec.name for spec in specs)
     sections = {**SHARED_SECTIONS, **{s.name: s.section for s in specs if s.section is not None}}
-    algo_doc = "; ".join(f"{spec.name}: {spec.summary}" for spec in specs) + "."
-    model = create_model(
+    model: type[TrainConfigBase] = create_model(  # type: ignore[call-overload]
         "TrainConfig",
-        __base__=TrainConfigBase,
+        __base__=base,
         __module__=__name__,
         __doc__="Everything one ``rlformer train`` run needs.",
-        algo=(Literal[names], Field(names[0], description=algo_doc)),
-        preset=(str | None, Field("auto", description=_preset_doc(specs))),
+        algo=(Literal[names], algo_field(specs)),
+        preset=(str | None, preset_field(specs)),
         **{
-            key: (section.model, Field(default_factory=section.model, description=section.doc))
+            key: (section.model, section_field(section))
             for key, section in sections.items()
+            if key not in base.model_fields
         },
     )
     model.specs = {spec.name: spec for spec in specs}
@@ -139,14 +192,58 @@ def _assemble(specs: tuple[AlgorithmSpec, ...]) -> type[TrainConfigBase]:
 
 
 _MODELS: dict[tuple[AlgorithmSpec, ...], type[TrainConfigBase]] = {}
+_DECLARED: list[type[TrainConfigBase]] = []
+
+
+def declare_train_config(model: type[TrainConfigBase]) -> type[TrainConfigBase]:
+    """Make ``model``, a run config declared in source (:class:`rlformer.TrainConfig`), the one
+    :func:`train_config_model` returns while the registered algorithms are those its ``algo``
+    names, in that order; an algorithm registered after them adds its section on a subclass."""
+    _DECLARED[:] = [model]
+    _MODELS.clear()
+    return model
+
+
+def _declared_algorithms(model: type[TrainConfigBase]) -> tuple[str, ...]:
+    return tuple(get_args(model.model_fields["algo"].annotation))
+
+
+def _fits(model: type[TrainConfigBase], specs: tuple[AlgorithmSpec, ...]) -> bool:
+    """Whether ``model`` declares exactly the fields the first of ``specs`` assemble."""
+    names = _declared_algorithms(model)
+    own = specs[: len(names)]
+    if tuple(spec.name for spec in own) != names:
+        return False
+    sections = {**SHARED_SECTIONS, **{s.name: s.section for s in own if s.section is not None}}
+    fields = model.model_fields
+    return list(fields) == ["algo", "preset", *sections] and all(
+        fields[key].annotation is section.model for key, section in sections.items()
+    )
+
+
+def _model_of(specs: tuple[AlgorithmSpec, ...]) -> type[TrainConfigBase]:
+    for declared in _DECLARED:
+        if _fits(declared, specs):
+            names = _declared_algorithms(declared)
+            declared.specs = {spec.name: spec for spec in specs[: len(names)]}
+            return declared if len(specs) == len(names) else _assemble(specs, declared)
+    return _assemble(specs)
+
+
+def _specs_of(model: type[TrainConfigBase]) -> dict[str, AlgorithmSpec]:
+    """The algorithms of a declared model built before any config was validated."""
+    train_config_model()
+    return model.specs
 
 
 def train_config_model() -> type[TrainConfigBase]:
-    """The run config model of the algorithms registered now (:data:`TrainConfig` unless one was
-    registered or removed at run time)."""
+    """The run config model of the algorithms registered now: the declared
+    :class:`rlformer.TrainConfig` for the built-in ones, a subclass of it that adds the
+    sections of algorithms registered after them, or (when the built-in ones are not all
+    registered first) a model assembled from the registered ones alone."""
     specs = registered()
     if specs not in _MODELS:
-        _MODELS[specs] = _assemble(specs)
+        _MODELS[specs] = _model_of(specs)
     return _MODELS[specs]
 
 
@@ -155,49 +252,6 @@ if TYPE_CHECKING:
     """The run config model of the installed algorithms; at run time :func:`train_config_model`
     assembles it on first use (after the algorithms' declarations have loaded)."""
 """Everything one ``rlformer train`` run needs, for the shipped algorithms."""
-
-
-def _parse_yaml(text: str) -> Any:
-    """``yaml.safe_load`` whose every failure is a one-line ValueError.
-
-    PyYAML raises more than YAMLError: a date-like scalar that is no date (``2001-13-45``)
-    escapes as a bare ValueError from ``datetime``, and very deep nesting as RecursionError.
-    """
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ValueError(" ".join(str(err).split()) or type(err).__name__) from None
-    except (ValueError, OverflowError, RecursionError) as err:
-        raise ValueError(f"{type(err).__name__}: {err}") from None
-
-
-def parse_override(item: str) -> tuple[list[str], Any]:
-    """Split ``a.b=value`` into a key path and a YAML-typed value (``null`` -> None)."""
-    key, sep, raw = item.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(
-            f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set ppo.learning_rate=1e-3"
-        )
-    try:
-        value = _parse_yaml(raw) if raw.strip() else ""
-    except ValueError as err:
-        raise ConfigError(f"--set {item!r}: value is not valid YAML ({err})") from None
-    return key.strip().split("."), value
-
-
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return ``raw`` with each ``a.b=value`` override set (intermediate mappings are created)."""
-    for item in overrides:
-        path, value = parse_override(item)
-        node = raw
-        for depth, part in enumerate(path[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                prefix = ".".join(path[: depth + 1])
-                raise ConfigError(f"--set {item!r}: {prefix} is a value, not a section")
-            node = child
-        node[path[-1]] = value
-    return raw
 
 
 def format_validation_error(err: ValidationError, model: type[BaseModel] | None = None) -> str:
@@ -222,61 +276,6 @@ def format_validation_error(err: ValidationError, model: type[BaseModel] | None 
     return "\n".join(lines)
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping, turning file and syntax problems into :class:`ConfigError`."""
-    path = Path(path)
-    if not path.is_file():
-        shipped = shipped_config(str(path))
-        if shipped is None:
-            names = ", ".join(shipped_config_names()[:12])
-            raise ConfigError(f"{path}: config file not found (nor a shipped config: {names}, ...)")
-        path = shipped
-    try:
-        data = _parse_yaml(path.read_text())
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a text file (YAML must be UTF-8)") from None
-    except ValueError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{path}: top level must be a mapping of sections, got {type(data).__name__}"
-        )
-    return data
-
-
-def shipped_config(name: str) -> Path | None:
-    """The config of the repository's ``configs/`` that ``name`` names (``quickstart``,
-    ``memory/popgym_count_recall``, with or without ``.yaml``), as installed with the package,
-    so that ``rlformer train quickstart`` runs without a checkout; None when there is none."""
-    from importlib import resources
-
-    relative = name if name.endswith((".yaml", ".yml")) else f"{name}.yaml"
-    if relative.startswith(("/", ".")) or "\\" in relative:
-        return None
-    try:
-        candidate = resources.files("rlformer_configs").joinpath(relative)
-    except ModuleNotFoundError:
-        return None
-    path = Path(str(candidate))
-    return path if path.is_file() else None
-
-
-def shipped_config_names() -> list[str]:
-    """Names :func:`shipped_config` resolves, for error messages (the top level first)."""
-    from importlib import resources
-
-    try:
-        root = Path(str(resources.files("rlformer_configs")))
-    except ModuleNotFoundError:
-        return []
-    names = [p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml")]
-    return sorted(names, key=lambda n: (n.count("/"), n))
-
-
 def changed_keys(new: Mapping[str, Any], old: Mapping[str, Any], prefix: str = "") -> list[str]:
     """Dotted keys whose value differs between two config dumps (or a dump and its defaults),
     depth first; a key present in only one of them counts as changed."""
@@ -288,6 +287,28 @@ def changed_keys(new: Mapping[str, Any], old: Mapping[str, Any], prefix: str = "
         elif value != before:
             changed.append(f"{prefix}{key}")
     return changed
+
+
+def set_keys(model: BaseModel, default: BaseModel | None = None) -> dict[str, Any]:
+    """The keys set in ``model`` as the raw mapping a YAML file of them would be: those given to
+    its constructor or assigned since. ``default``: ``model`` is that default value, changed
+    since; only the keys it changes count (a section's validators set some keys themselves)."""
+    values = model.model_dump(mode="json")
+    before = default.model_dump(mode="json") if default is not None else {}
+    fresh = default if default is not None else type(model)()
+    raw: dict[str, Any] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            given = default is None and name in model.model_fields_set
+            inner = set_keys(value, None if given else getattr(fresh, name))
+            if inner or given:
+                raw[name] = inner
+        elif name in model.model_fields_set and (
+            default is None or name not in default.model_fields_set or values[name] != before[name]
+        ):
+            raw[name] = values[name]
+    return raw
 
 
 def _unread_of(cfg: TrainConfigBase) -> dict[str, str]:
@@ -387,7 +408,8 @@ def load_saved_config(path: str | Path, overrides: list[str] | None = None) -> T
 
 def dump_config(cfg: TrainConfigBase) -> str:
     """The fully resolved config as YAML, suitable to re-load with :func:`load_config`."""
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    text: str = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    return text
 
 
 def describe_fields(

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-import rlformer
 from rlformer.config import EnvConfig
+from rlformer.core.version import VERSION
 from rlformer.data.d4rl_format import write_d4rl
 from rlformer.data.episodes import Dataset, Episode
 from rlformer.networks.spaces import Tree, flatten_obs, is_composite, tree_stack
@@ -150,7 +150,7 @@ def collect_dataset(
         "deterministic": deterministic,
         "env_kwargs": env_kwargs or {},
         "episode_returns": [e.episode_return for e in episodes],
-        "rlformer_version": rlformer.__version__,
+        "rlformer_version": VERSION,
     }
     write_d4rl(out, episodes, metadata)
     return Dataset(episodes, source=str(out), metadata=metadata)

@@ -28,8 +28,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-import rlformer
 from rlformer.config.sections.registry import load_attr, registered, spec_for_kind
+from rlformer.core.version import VERSION
 from rlformer.export.space_codec import SpaceCodecError
 from rlformer.export.spec import BATCH, TensorSpec, observation_examples
 from rlformer.policies.base import Policy
@@ -141,7 +141,7 @@ def export_policy(policy: Policy, out_dir: str | Path, format: str = "onnx") -> 
     meta = {
         "format": "rlformer-policy",
         "format_version": FORMAT_VERSION,
-        "rlformer_version": rlformer.__version__,
+        "rlformer_version": VERSION,
         "model_file": path.name,
         **meta,
     }

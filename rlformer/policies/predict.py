@@ -105,7 +105,7 @@ def as_policy(obj: Any) -> Policy:
     of their own, with other arguments), else ``obj`` itself when it is a policy."""
     for spec in registered():
         if spec.network_policy is not None:
-            policy = load_attr(spec.network_policy)(obj)
+            policy: Policy | None = load_attr(spec.network_policy)(obj)
             if policy is not None:
                 return policy
     if isinstance(obj, Policy):

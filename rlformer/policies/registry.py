@@ -98,7 +98,8 @@ def place_policy(policy: Policy, device: str, name: str) -> Policy:
         raise PolicyError(
             f"{name}: SB3 models and ONNX exports act on the CPU only; use device cpu or auto"
         )
-    return move(target)
+    moved: Policy = move(target)
+    return moved
 
 
 def _require_finite_weights(payload: dict[str, Any], name: str) -> None:

@@ -96,7 +96,8 @@ class NoisyPolicy:
         if isinstance(self.space, gym.spaces.MultiBinary):
             return self.rng.integers(0, 2, size=(count, *self.space.shape))
         assert isinstance(self.space, gym.spaces.Discrete)
-        return self.space.start + self.rng.integers(0, self.space.n, size=count)
+        actions: np.ndarray = self.space.start + self.rng.integers(0, self.space.n, size=count)
+        return actions
 
     def act(
         self,

@@ -109,13 +109,18 @@ def imports_not_downward(graph: dict[str, set[str]]) -> list[str]:
     return sorted(problems)
 
 
+# Besides the algorithms' packages, only these may name an algorithm: the layout's compatibility
+# table of moved paths, and the typed API on top, which declares the built-in algorithms'
+# sections and hands the config package its model by registration.
+NAMING_ALGORITHMS = ("rlformer.algos", "rlformer.moved_paths", "rlformer.api")
+
+
 def generic_modules_naming_an_algorithm(graph: dict[str, set[str]]) -> list[str]:
-    """Modules outside the algorithms' packages that import or load one of them (the layout's
-    compatibility table of moved paths excepted)."""
+    """Modules outside :data:`NAMING_ALGORITHMS` that import or load an algorithm's package."""
     return sorted(
         f"{module} -> {target}"
         for module, targets in graph.items()
-        if not _within(module, ("rlformer.algos", "rlformer.moved_paths"))
+        if not _within(module, NAMING_ALGORITHMS)
         for target in targets
         if _within(target, ("rlformer.algos",)) and target != "rlformer.algos"
     )
