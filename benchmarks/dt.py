@@ -42,7 +42,8 @@ from torch import nn
 
 from rlformer.algos.dt.algorithm import normalized_actions
 from rlformer.algos.dt.evaluation import run_return_conditioned
-from rlformer.algos.dt.policy import DTPolicy, action_bounds, build_dt, dt_encoder
+from rlformer.algos.dt.loading import build_dt, dt_encoder
+from rlformer.algos.dt.policy import DTPolicy, action_bounds
 from rlformer.config import EnvConfig, load_config
 from rlformer.core.device import autocast_context, resolve_device
 from rlformer.data import Dataset, Episode, load_dataset

@@ -59,7 +59,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlformer.algos.dt.policy import dt_encoder
+from rlformer.algos.dt.loading import dt_encoder
 from rlformer.config import (
     EnvConfig,
     TrainConfig,

@@ -99,6 +99,13 @@ NAMES: dict[tuple[str, str], str] = {
     ("rlformer.evaluation.runner", "run_episodes"): "rlformer.algos.ppo.evaluation",
     ("rlformer.export.metadata", "ppo_metadata"): "rlformer.algos.ppo.export",
     ("rlformer.export.metadata", "dt_metadata"): "rlformer.algos.dt.export",
+    ("rlformer.algos.ppo.learner", "EpochTally"): "rlformer.algos.ppo.epochs",
+    ("rlformer.algos.ppo.learner", "Step"): "rlformer.algos.ppo.epochs",
+    ("rlformer.algos.dt.policy", "build_dt"): "rlformer.algos.dt.loading",
+    ("rlformer.algos.dt.policy", "dt_encoder"): "rlformer.algos.dt.loading",
+    ("rlformer.algos.dt.policy", "dt_policy"): "rlformer.algos.dt.loading",
+    ("rlformer.algos.dt.policy", "load_dt_policy"): "rlformer.algos.dt.loading",
+    ("rlformer.algos.dt.policy", "stored_array"): "rlformer.algos.dt.loading",
 }
 """(module, name) -> the module that holds the name now: names that left a module that stayed."""
 

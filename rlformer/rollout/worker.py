@@ -20,9 +20,10 @@ import torch
 
 from rlformer.config import EnvConfig, ModelConfig
 from rlformer.networks.actor_critic import ActorCritic, ActOutput, AgentState
+from rlformer.networks.distributions import ActionDistribution
 from rlformer.networks.encoders import to_torch
 from rlformer.networks.normalization import Moments, moments
-from rlformer.networks.spaces import flatten_obs, tree_map, tree_set, tree_stack
+from rlformer.networks.spaces import Tree, flatten_obs, tree_map, tree_set, tree_stack
 from rlformer.rollout.action_masks import rows_without_valid_action, vector_masks
 from rlformer.rollout.env_factory import vector_env_from_config
 from rlformer.rollout.env_guard import EnvDataError, EnvGuard, first_nonfinite_slot
@@ -45,6 +46,57 @@ class FinishedEpisodes:
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     successes: list[float] = field(default_factory=list)
+
+
+@dataclass
+class FragmentBuffers:
+    """The time-major ``[T, E, ...]`` arrays a fragment's steps fill, one row per step."""
+
+    obs: Tree
+    actions: np.ndarray
+    discounted: np.ndarray  # each slot's discounted return, for the reward statistics
+    log_probs: np.ndarray
+    values: np.ndarray
+    rewards: np.ndarray  # as the model saw them (scaled)
+    env_rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    episode_start: np.ndarray
+    truncation_values: np.ndarray
+    action_masks: np.ndarray | None
+
+    @classmethod
+    def empty(
+        cls,
+        obs: Tree,
+        dist: ActionDistribution,
+        masks: np.ndarray | None,
+        length: int,
+        num_envs: int,
+    ) -> FragmentBuffers:
+        """Zeroed buffers of ``length`` steps for observations like ``obs``, the actions of
+        ``dist`` and, when the env gives them, action masks like ``masks``."""
+
+        def steps(dtype: Any) -> np.ndarray:
+            return np.zeros((length, num_envs), dtype=dtype)
+
+        return cls(
+            obs=tree_map(lambda a: np.zeros((length, *a.shape), dtype=a.dtype), obs),
+            actions=np.zeros(
+                (length, num_envs, *dist.action_shape),
+                dtype=np.float32 if dist.action_dtype.is_floating_point else np.int64,
+            ),
+            discounted=steps(np.float64),
+            log_probs=steps(np.float32),
+            values=steps(np.float32),
+            rewards=steps(np.float32),
+            env_rewards=steps(np.float32),
+            terminated=steps(bool),
+            truncated=steps(bool),
+            episode_start=steps(bool),
+            truncation_values=steps(np.float32),
+            action_masks=None if masks is None else np.zeros((length, *masks.shape), dtype=bool),
+        )
 
 
 def worker_seed(base_seed: int, worker_index: int) -> int:
@@ -165,78 +217,38 @@ class RolloutWorker(WorkerProcess):
     def sample(self) -> Fragment:
         """Step every slot ``fragment_length`` times and return the fragment."""
         started = time.perf_counter()
-        length, num_envs = self.fragment_length, self.envs.num_envs
-        obs_buf = tree_map(lambda a: np.zeros((length, *a.shape), dtype=a.dtype), self.obs)
-        dist = self.model.dist
-        actions = np.zeros(
-            (length, num_envs, *dist.action_shape),
-            dtype=np.float32 if dist.action_dtype.is_floating_point else np.int64,
-        )
-        discounted = np.zeros((length, num_envs), dtype=np.float64)
-        log_probs = np.zeros((length, num_envs), dtype=np.float32)
-        values = np.zeros((length, num_envs), dtype=np.float32)
-        rewards = np.zeros((length, num_envs), dtype=np.float32)
-        env_rewards = np.zeros((length, num_envs), dtype=np.float32)
-        terminated = np.zeros((length, num_envs), dtype=bool)
-        truncated = np.zeros((length, num_envs), dtype=bool)
-        episode_start = np.zeros((length, num_envs), dtype=bool)
-        truncation_values = np.zeros((length, num_envs), dtype=np.float32)
-        action_masks = (
-            None if self.masks is None else np.zeros((length, *self.masks.shape), dtype=bool)
+        length = self.fragment_length
+        buf = FragmentBuffers.empty(
+            self.obs, self.model.dist, self.masks, length, self.envs.num_envs
         )
         start_state = self.state
         prefix_start = length - self.prefix_length
         prefix_state = start_state
         finished = FinishedEpisodes()
         pending: PendingBootstrap | None = None
-
         for t in range(length):
             if t == prefix_start:
                 prefix_state = self.state  # the memory the next fragment's prefix starts from
-            tree_set(obs_buf, t, self.obs)
-            episode_start[t] = self.episode_start
-            if action_masks is not None:
-                action_masks[t] = self.masks
-            out = self._act(pending, truncation_values, generator=self.generator)
-            actions[t] = out.action.numpy()
-            log_probs[t] = out.log_prob.numpy()
-            values[t] = out.value.numpy()
-            next_obs, reward, term, trunc, info = self.envs.step(self.model.env_action(out.action))
-            self._check_finite(next_obs, reward, self.running_length + 1)
-            terminated[t], truncated[t] = term, trunc
-            rewards[t] = self.model.scale_rewards(reward)
-            env_rewards[t] = reward
-            self.reward_return = self.reward_return * self.reward_gamma + reward
-            discounted[t] = self.reward_return
-            state_after = out.state.with_reward(rewards[t])
-            self.running_return += reward
-            self.running_length += 1
-            done = term | trunc
-            if done.any():
-                pending = self._pending_bootstrap(t, term, trunc, info, state_after)
-                self._finish_episodes(done, info, finished)
-            else:
-                pending = None
-            self.obs = flatten_obs(self.obs_space, next_obs)
-            self.state, self.episode_start = state_after, done
-            self.masks = self._read_masks(info, self.running_length)
+            pending = self._step_slots(buf, t, pending, finished)
 
-        last = self._act(pending, truncation_values, deterministic=True)
+        last = self._act(pending, buf.truncation_values, deterministic=True)
         prefix = None
         if self.prefix_length > 0:
-            prefix = self.prefix or self._blank_prefix(obs_buf, actions, start_state)
-            self.prefix = self._tail_prefix(obs_buf, actions, rewards, episode_start, prefix_state)
+            prefix = self.prefix or self._blank_prefix(buf.obs, buf.actions, start_state)
+            self.prefix = self._tail_prefix(
+                buf.obs, buf.actions, buf.rewards, buf.episode_start, prefix_state
+            )
         return Fragment(
-            obs=obs_buf,
-            actions=actions,
-            log_probs=log_probs,
-            values=values,
-            rewards=rewards,
-            env_rewards=env_rewards,
-            terminated=terminated,
-            truncated=truncated,
-            episode_start=episode_start,
-            truncation_values=truncation_values,
+            obs=buf.obs,
+            actions=buf.actions,
+            log_probs=buf.log_probs,
+            values=buf.values,
+            rewards=buf.rewards,
+            env_rewards=buf.env_rewards,
+            terminated=buf.terminated,
+            truncated=buf.truncated,
+            episode_start=buf.episode_start,
+            truncation_values=buf.truncation_values,
             last_value=last.value.numpy(),
             state=start_state,
             policy_version=self.policy_version,
@@ -245,10 +257,49 @@ class RolloutWorker(WorkerProcess):
             episode_lengths=finished.lengths,
             episode_successes=finished.successes,
             sample_seconds=time.perf_counter() - started,
-            statistics=self._statistics(obs_buf, discounted),
+            statistics=self._statistics(buf.obs, buf.discounted),
             prefix=prefix,
-            action_masks=action_masks,
+            action_masks=buf.action_masks,
         )
+
+    def _step_slots(
+        self,
+        buf: FragmentBuffers,
+        t: int,
+        pending: PendingBootstrap | None,
+        finished: FinishedEpisodes,
+    ) -> PendingBootstrap | None:
+        """Act in every slot and step the envs once, recording step ``t`` into ``buf`` and the
+        episodes that end into ``finished``; what the next step's call to :meth:`_act` must
+        bootstrap (``pending`` is this step's)."""
+        tree_set(buf.obs, t, self.obs)
+        buf.episode_start[t] = self.episode_start
+        if buf.action_masks is not None:
+            buf.action_masks[t] = self.masks
+        out = self._act(pending, buf.truncation_values, generator=self.generator)
+        buf.actions[t] = out.action.numpy()
+        buf.log_probs[t] = out.log_prob.numpy()
+        buf.values[t] = out.value.numpy()
+        next_obs, reward, term, trunc, info = self.envs.step(self.model.env_action(out.action))
+        self._check_finite(next_obs, reward, self.running_length + 1)
+        buf.terminated[t], buf.truncated[t] = term, trunc
+        buf.rewards[t] = self.model.scale_rewards(reward)
+        buf.env_rewards[t] = reward
+        self.reward_return = self.reward_return * self.reward_gamma + reward
+        buf.discounted[t] = self.reward_return
+        state_after = out.state.with_reward(buf.rewards[t])
+        self.running_return += reward
+        self.running_length += 1
+        done = term | trunc
+        if done.any():
+            pending = self._pending_bootstrap(t, term, trunc, info, state_after)
+            self._finish_episodes(done, info, finished)
+        else:
+            pending = None
+        self.obs = flatten_obs(self.obs_space, next_obs)
+        self.state, self.episode_start = state_after, done
+        self.masks = self._read_masks(info, self.running_length)
+        return pending
 
     def _finish_episodes(
         self, done: np.ndarray, info: dict[str, Any], finished: FinishedEpisodes

@@ -311,7 +311,7 @@ def test_an_image_too_small_for_the_cnn_is_refused_naming_the_setting(tmp_path: 
         refuse_unusable_spaces(cfg, env.observation_space, env.action_space)
     impala = cfg.model_copy(update={"dt": cfg.dt.model_copy(update={"cnn": "impala"})})
     refuse_unusable_spaces(impala, env.observation_space, env.action_space)
-    from rlformer.algos.dt.policy import build_dt
+    from rlformer.algos.dt.loading import build_dt
 
     model = build_dt(impala, env.observation_space, env.action_space)
     assert sum(isinstance(m, ImpalaCNN) for m in model.modules()) == 2  # image and chw leaves
@@ -386,7 +386,7 @@ def test_dict_observation_dt_sessions_batch_and_travel_in_state_blobs(tmp_path: 
     with MultiDiscrete actions acts alike for sessions batched together, run alone, or carrying
     their context (a dict of leaf windows) in sealed blobs."""
     pytest.importorskip("ray.serve", reason="rlformer.serve imports Ray Serve")
-    from rlformer.algos.dt.policy import build_dt
+    from rlformer.algos.dt.loading import build_dt
     from rlformer.runs.checkpoints import encode_spec, write_checkpoint_file
     from rlformer.serve.batched_steps import parse_step, row_ops, step_batch
     from rlformer.serve.deployments import state_codec

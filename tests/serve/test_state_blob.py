@@ -16,7 +16,7 @@ import rlformer_envs  # noqa: F401
 import torch
 from typer.testing import CliRunner
 
-from rlformer.algos.dt.policy import build_dt
+from rlformer.algos.dt.loading import build_dt
 from rlformer.config import load_config
 from rlformer.policies import Policy, load_policy
 from rlformer.runs.checkpoints import encode_spec, write_checkpoint_file

@@ -21,13 +21,8 @@ import torch
 from rlformer.algos.dt.data_parallel import ParallelDTLearner, make_dt_learner
 from rlformer.algos.dt.dataset_fit import check_dataset_fits, dt_space_problem
 from rlformer.algos.dt.evaluation import run_return_conditioned
-from rlformer.algos.dt.policy import (
-    DTPolicy,
-    action_bounds,
-    build_dt,
-    dt_encoder,
-    sampling_problem,
-)
+from rlformer.algos.dt.loading import build_dt, dt_encoder
+from rlformer.algos.dt.policy import DTPolicy, action_bounds, sampling_problem
 from rlformer.config import ConfigError, TrainConfig
 from rlformer.data import load_dataset
 from rlformer.data.episodes import Dataset, Episode

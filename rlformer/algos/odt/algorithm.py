@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from rlformer.algos.dt.algorithm import DT
-from rlformer.algos.dt.policy import stored_array
+from rlformer.algos.dt.loading import stored_array
 from rlformer.algos.odt.data_parallel import ParallelODTLearner, make_odt_learner
 from rlformer.algos.odt.learner import ODTLearner
 from rlformer.algos.odt.worker import EpisodeBatch, EpisodeWorker

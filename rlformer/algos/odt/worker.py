@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from rlformer.algos.dt.evaluation import play_return_conditioned
-from rlformer.algos.dt.policy import DTPolicy, build_dt
+from rlformer.algos.dt.loading import build_dt
+from rlformer.algos.dt.policy import DTPolicy
 from rlformer.config import TrainConfig
 from rlformer.data.episodes import Episode
 from rlformer.networks.spaces import Tree

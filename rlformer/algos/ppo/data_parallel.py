@@ -4,7 +4,7 @@ The driver keeps what one learner keeps and the run loop reads: the model (repli
 and normaliser statistics after every update), the minibatch RNG and the iteration. Per update
 it puts the fragment in Ray's object store once, every replica turns it into the same sequence
 batch, and for each minibatch the driver draws the rows exactly as one learner would
-(:func:`~rlformer.algos.ppo.learner.run_epochs`) and sends each replica its share of whole rows.
+(:func:`~rlformer.algos.ppo.epochs.run_epochs`) and sends each replica its share of whole rows.
 The replicas compute the step together (:mod:`rlformer.algos.ppo.shards`): every one ends
 with the same weights and Adam state, as under DDP.
 
@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlformer.algos.ppo.learner import PPOLearner, SequenceBatch, batch_diagnostics, run_epochs
+from rlformer.algos.ppo.epochs import run_epochs
+from rlformer.algos.ppo.learner import PPOLearner, SequenceBatch, batch_diagnostics
 from rlformer.algos.ppo.shards import ShardedPPOLearner
 from rlformer.config import TrainConfig
 from rlformer.learners.learner_group import (

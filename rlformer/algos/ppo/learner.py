@@ -46,7 +46,6 @@ Calling loop::
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -54,6 +53,7 @@ import torch
 from torch import nn
 
 from rlformer.algos.ppo.config import PPOConfig
+from rlformer.algos.ppo.epochs import run_epochs
 from rlformer.learners.nonfinite import (
     NonFiniteError,
     nonfinite_gradient,
@@ -61,6 +61,7 @@ from rlformer.learners.nonfinite import (
     nonfinite_parameter,
 )
 from rlformer.learners.returns import compute_gae
+from rlformer.moved_paths import moved_name
 from rlformer.networks.actor_critic import ActorCritic, AgentState, EvaluateOutput
 from rlformer.networks.spaces import Tree, tree_map, tree_stack
 from rlformer.rollout.fragment import Fragment
@@ -441,65 +442,6 @@ class PPOLearner:
         self.generator.set_state(state["generator"])
 
 
-Step = Callable[[torch.Tensor, str], dict[str, Any] | None]
-"""One minibatch's gradient step: given its env rows and where it is (for error messages), its
-metrics, or None when a non-finite loss or gradient was skipped."""
-
-
-@dataclass
-class EpochTally:
-    """The metrics of one update's minibatch steps, summed."""
-
-    sums: dict[str, float] = field(default_factory=dict)
-    count: int = 0
-    first_ratio_error: float = 0.0
-    skipped: int = 0
-
-    def add(self, metrics: dict[str, Any], first_epoch: bool) -> None:
-        if first_epoch and self.count == 0:
-            # Before any gradient step the ratio must be exactly 1 (memory alignment check;
-            # with memory_gradient_steps it measures how far recomputed memory drifted).
-            self.first_ratio_error = float(metrics["ppo/max_ratio_error"])
-        for key, value in metrics.items():
-            self.sums[key] = self.sums.get(key, 0.0) + float(value)
-        self.count += 1
-
-    def summary(self, lr: float, ent_coef: float) -> dict[str, float]:
-        """Per-minibatch means, ready to log with the update's learning rate and entropy
-        weight."""
-        result = {key: value / max(self.count, 1) for key, value in self.sums.items()}
-        result["nonfinite/skipped_minibatches"] = float(self.skipped)
-        result.pop("ppo/max_ratio_error", None)
-        result["ppo/first_minibatch_ratio_error"] = self.first_ratio_error
-        result["lr"] = lr
-        result["ent_coef"] = ent_coef
-        return result
-
-
-def run_epochs(
-    generator: torch.Generator, num_rows: int, cfg: PPOConfig, iteration: int, step: Step
-) -> EpochTally:
-    """``ppo.update_epochs`` passes over ``num_rows`` env rows in ``ppo.num_minibatches`` random
-    minibatches, ``step`` taking each; stops early past ``ppo.target_kl``.
-
-    ``generator`` draws one permutation per epoch started, so one learner and a group of
-    replicas driven from here consume it alike.
-    """
-    tally = EpochTally()
-    for epoch in range(cfg.update_epochs):
-        order = torch.randperm(num_rows, generator=generator)
-        for minibatch, rows in enumerate(torch.tensor_split(order, cfg.num_minibatches)):
-            where = f"PPO update {iteration + 1}, epoch {epoch + 1}, minibatch {minibatch + 1}"
-            metrics = step(rows, where)
-            if metrics is None:
-                tally.skipped += 1
-                continue
-            tally.add(metrics, epoch == 0)
-            if cfg.target_kl is not None and float(metrics["ppo/approx_kl"]) > cfg.target_kl:
-                return tally
-    return tally
-
-
 def batch_diagnostics(batch: SequenceBatch) -> dict[str, float]:
     """How well the rollout's values predicted the returns and, for a batch sampled by older
     weights, how far the weights moved since (0: not at all)."""
@@ -513,3 +455,8 @@ def batch_diagnostics(batch: SequenceBatch) -> dict[str, float]:
         float(1 - (returns - values).var() / variance) if variance > 0 else 0.0
     )
     return result
+
+
+def __getattr__(name: str) -> object:
+    """Names that moved to :mod:`rlformer.algos.ppo.epochs`, with a DeprecationWarning."""
+    return moved_name(__name__, name)
