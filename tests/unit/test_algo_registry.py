@@ -104,3 +104,12 @@ def test_an_incomplete_declaration_is_refused(changes: dict, expected: str) -> N
     with pytest.raises(ValueError, match=expected):
         register(_toy(**changes))
     assert registered() == INSTALLED
+
+
+def test_a_source_tree_without_its_entry_points_says_how_to_install(monkeypatch) -> None:
+    from rlformer.config.sections import registry
+
+    monkeypatch.setattr(registry, "_LOADED", False)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [])
+    with pytest.raises(registry.NoAlgorithmsInstalled, match="pip install -e ."):
+        registry.registered()

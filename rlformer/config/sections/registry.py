@@ -29,6 +29,13 @@ from rlformer.config.sections.shared import SHARED_SECTIONS
 from rlformer.config.sections.spec import AlgorithmSpec
 
 ENTRY_POINT_GROUP = "rlformer.algorithms"
+
+
+class NoAlgorithmsInstalled(RuntimeError):
+    """The package's entry points are missing: its code is imported without its installed
+    metadata (a source tree on ``sys.path`` that was never installed)."""
+
+
 """Installed algorithms are registered by their declarations' ``rank``: ``rlformer config-doc``
 lists them in that order, and the first is the default ``algo``."""
 
@@ -127,15 +134,20 @@ def _load_installed() -> None:
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
-    earlier = dict(_REGISTERED)
-    _REGISTERED.clear()
     installed = []
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         spec = entry.load()
         if not isinstance(spec, AlgorithmSpec):
             raise TypeError(f"entry point {ENTRY_POINT_GROUP}:{entry.name} is no AlgorithmSpec")
         installed.append(spec)
+    if not installed:
+        raise NoAlgorithmsInstalled(
+            f"no algorithm is installed (no {ENTRY_POINT_GROUP} entry points): rlformer runs from "
+            "an installed package; in a clone, `make install` or `pip install -e .`"
+        )
+    _LOADED = True
+    earlier = dict(_REGISTERED)
+    _REGISTERED.clear()
     for spec in sorted(installed, key=lambda s: (s.rank, s.name)):
         register(spec)
     for spec in earlier.values():
