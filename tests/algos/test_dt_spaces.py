@@ -305,7 +305,8 @@ def test_an_image_too_small_for_the_cnn_is_refused_naming_the_setting(tmp_path: 
     from rlformer.algos.dt.algorithm import refuse_unusable_spaces
     from rlformer.rollout.env_factory import EnvError
 
-    cfg = load_config(None, ["algo=dt", f"env.id={SPACE_ENV}", "env.kwargs.obs=dict"])
+    named = ["algo=dt", f"env.id={SPACE_ENV}", "env.kwargs.obs=dict", "dt.cnn=nature"]
+    cfg = load_config(None, named)
     env = gym.make(SPACE_ENV, obs="dict")
     with pytest.raises(EnvError, match="observation key 'chw' is a 6x6 image.*dt.cnn=impala"):
         refuse_unusable_spaces(cfg, env.observation_space, env.action_space)

@@ -87,8 +87,8 @@ def test_ppo_on_minatar_breakout_on_ray_then_loads_only_when_trusted(tmp_path: P
     ("args", "message"),
     [
         (
-            # model.cnn left at its default, the Nature CNN
-            [f"env.imports=[{REGISTER}]"],
+            # the Nature CNN named for a 10x10 grid (cnn: auto would choose minatar)
+            [f"env.imports=[{REGISTER}]", "model.cnn=nature"],
             "is a 10x10 image, smaller than the Nature CNN's 36x36: set model.cnn=impala (any "
             "size), model.cnn=minatar",
         ),

@@ -60,7 +60,10 @@ def test_dry_run_names_the_preset_in_effect(
     assert [line.partition(" ")[2].partition(":")[0] for line in notices] == (
         [] if notice is None else [notice.removeprefix("preset ").rstrip(":")]
     )
-    assert lines[-1].startswith("ok: ppo on popgym-") and f"{steps} env steps" in lines[-1]
+    (ok,) = [line for line in lines if line.startswith("ok: ")]
+    assert ok.startswith("ok: ppo on popgym-") and f"{steps} env steps" in ok
+    # then one line per setting the run takes without being named
+    assert any(line.startswith("model.value_scaling: ") for line in lines[lines.index(ok) :])
 
 
 @pytest.mark.slow

@@ -122,7 +122,7 @@ def rlformer(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedP
             "action space Tuple is not supported",
         ),
         (
-            ["env.id=tests.space_envs:SpaceTest-v0", "env.kwargs.obs=image"],
+            ["env.id=tests.space_envs:SpaceTest-v0", "env.kwargs.obs=image", "model.cnn=nature"],
             "smaller than the Nature CNN's 36x36: set model.cnn=impala",
         ),
     ],

@@ -131,8 +131,9 @@ def test_popart_statistics_and_preserved_outputs() -> None:
 
 
 # ----------------------------------------------------------------- config
-def test_config_without_the_key_keeps_normalize_reward() -> None:
-    assert ModelConfig().value_scaling is None
+def test_the_default_is_return_std_and_normalize_reward_set_alone_still_chooses() -> None:
+    assert ModelConfig().value_scaling == "return_std" and ModelConfig().normalize_reward
+    assert ModelConfig(normalize_reward=False).value_scaling == "none"
     assert ModelConfig(normalize_reward=False).normalize_reward is False
     assert ModelConfig(normalize_reward=True).normalize_reward is True
     assert ModelConfig(normalize_reward=False, value_scaling="return_std").normalize_reward
@@ -161,7 +162,7 @@ def test_a_saved_config_without_the_key_keeps_its_reward_normalisation(
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw))
     again = load_saved_config(path)
-    assert again.model.value_scaling is None
+    assert again.model.value_scaling == ("return_std" if normalize else "none")
     assert again.model.normalize_reward is normalize
     assert (build_model(again).reward_norm is not None) is normalize
     assert build_model(again).value_scaling is None
