@@ -33,7 +33,7 @@ from rlformer.config import ModelConfig
 from rlformer.core import Memory
 from rlformer.networks.distributions import make_distribution
 from rlformer.networks.encoders import ObservationEncoder
-from rlformer.networks.normalization import Moments, RunningMeanStd
+from rlformer.networks.normalization import Moments, RunningMeanStd, moments
 from rlformer.networks.reconstruction import ReconstructionHead
 from rlformer.networks.recurrent import RecurrentState, RecurrentTorso
 from rlformer.networks.spaces import Tree, check_observation_space
@@ -94,6 +94,19 @@ class AgentState:
         return AgentState(*merged)
 
 
+@dataclass(frozen=True)
+class CriticView:
+    """Which observation leaves (paths, see spaces.py) the actor and a centralised critic read.
+
+    Multi-agent PPO's critic (MAPPO) reads the global state, which the actor must never see: it
+    acts on its own observation alone, so that it can be deployed without the state. The
+    critic then has its own encoder and torso and no previous action or reward.
+    """
+
+    actor: tuple[str, ...]
+    critic: tuple[str, ...]
+
+
 class ActOutput(NamedTuple):
     """What one rollout step needs to store."""
 
@@ -144,12 +157,20 @@ class ActorCritic(nn.Module):
     episode starts). Actions follow the distribution of the action space (distributions.py).
     """
 
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, cfg: ModelConfig):
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        cfg: ModelConfig,
+        critic_view: CriticView | None = None,
+    ):
         super().__init__()
         check_observation_space(observation_space)
         self.observation_space = observation_space
         self.action_space = action_space
-        self.encoder = ObservationEncoder(observation_space, cfg)
+        self.critic_view = critic_view
+        actor_paths = None if critic_view is None else critic_view.actor
+        self.encoder = ObservationEncoder(observation_space, cfg, paths=actor_paths)
         self.dist = make_distribution(action_space, cfg.log_std_init)
         self.prev_action_reward = cfg.prev_action_reward
         in_dim = self.encoder.out_dim
@@ -166,7 +187,15 @@ class ActorCritic(nn.Module):
             return MLPTorso(in_dim, cfg.mlp_hidden)
 
         self.actor_torso = make_torso()
-        self.critic_torso = None if cfg.shared_torso else make_torso()
+        self.critic_torso = None if cfg.shared_torso and critic_view is None else make_torso()
+        # Built after the torsos, so that a model without it draws the same initial values.
+        self.critic_encoder = None
+        if critic_view is not None:
+            self.critic_encoder = ObservationEncoder(
+                observation_space, cfg, paths=critic_view.critic
+            )
+            in_dim = self.critic_encoder.out_dim
+            self.critic_torso = make_torso()
         width = self.actor_torso.out_dim
         self.policy_head = _orthogonal(nn.Linear(width, self.dist.param_dim), 0.01)
         self.value_head = _orthogonal(nn.Linear(width, 1), 1.0)
@@ -275,7 +304,8 @@ class ActorCritic(nn.Module):
         if self.critic_torso is None:
             value_latent, critic_mem = latent, None
         else:
-            value_latent, critic_mem = self.critic_torso.step(x, state.critic, episode_start)
+            critic_x = x if self.critic_encoder is None else self.critic_encoder(obs)
+            value_latent, critic_mem = self.critic_torso.step(critic_x, state.critic, episode_start)
         params = self.policy_head(latent)
         if action_mask is not None:
             params = self.dist.masked(params, action_mask)
@@ -315,7 +345,8 @@ class ActorCritic(nn.Module):
         if self.critic_torso is None:
             value_latent = latent
         else:
-            value_latent, _ = self.critic_torso.sequence(x, state.critic, episode_start)
+            critic_x = x if self.critic_encoder is None else self.critic_encoder(obs)
+            value_latent, _ = self.critic_torso.sequence(critic_x, state.critic, episode_start)
         params = self.policy_head(latent)
         if action_mask is not None:
             params = self.dist.masked(params, action_mask)
@@ -332,17 +363,36 @@ class ActorCritic(nn.Module):
 
     # ----------------------------------------------------------------- normalisation
     def normalizers(self) -> dict[str, RunningMeanStd]:
-        """Running statistics by name: ``obs/<leaf path>`` and ``reward`` (when enabled)."""
+        """Running statistics by name: ``obs/<leaf path>``, ``critic_obs/<leaf path>`` (the
+        centralised critic's) and ``reward`` (when enabled)."""
         found = {f"obs/{path}": rms for path, rms in self.encoder.normalized_leaves().items()}
+        if self.critic_encoder is not None:
+            for path, rms in self.critic_encoder.normalized_leaves().items():
+                found[f"critic_obs/{path}"] = rms
         if self.reward_norm is not None:
             found["reward"] = self.reward_norm
         return found
 
+    def observation_moments(self, obs: Tree, rows: np.ndarray | None = None) -> dict[str, Moments]:
+        """Moments of the normalised leaves of ``obs`` (arrays ``[*lead, ...]``), named as
+        :meth:`normalizers` names them; ``rows``: a bool mask over the lead dimensions
+        selecting the observations that count (multi-agent rows of absent agents do not)."""
+        stats: dict[str, Moments] = {}
+        for name, rms in self.normalizers().items():
+            if name == "reward":
+                continue
+            path = name.partition("/")[2]
+            leaf = obs[path] if isinstance(obs, dict) else obs
+            if rows is not None:
+                leaf = leaf[rows]
+            stats[name] = moments(leaf, tuple(rms.mean.shape))
+        return stats
+
     def merge_statistics(self, batch: dict[str, Moments]) -> None:
         """Fold a fragment's moments (see normalization.py) into the running statistics."""
         normalizers = self.normalizers()
-        for name, moments in batch.items():
-            normalizers[name].merge(moments)
+        for name, seen in batch.items():
+            normalizers[name].merge(seen)
 
     def scale_rewards(self, rewards: np.ndarray, unmerged: Moments | None = None) -> np.ndarray:
         """Rewards divided by the running return std and clipped (as is without the option);

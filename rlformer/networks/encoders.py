@@ -21,7 +21,7 @@ tasks keep the exact model they had before composite spaces existed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 
 import gymnasium as gym
@@ -124,11 +124,22 @@ class MinAtarCNN(nn.Module):
 class ObservationEncoder(nn.Module):
     """Observation tree ``[*lead, ...]`` per leaf -> features ``[*lead, out_dim]``."""
 
-    def __init__(self, space: gym.Space, cfg: ModelConfig, setting: str = "model.cnn") -> None:
+    def __init__(
+        self,
+        space: gym.Space,
+        cfg: ModelConfig,
+        setting: str = "model.cnn",
+        paths: Collection[str] | None = None,
+    ) -> None:
         """``setting``: the config key that chooses the CNN, as errors name it (a Decision
-        Transformer's is ``dt.cnn``)."""
+        Transformer's is ``dt.cnn``). ``paths``: the leaves it reads (default all), so that a
+        centralised critic and its actor can each read their part of one observation."""
         super().__init__()
-        self.leaves = leaf_spaces(space)
+        self.leaves = {
+            path: leaf
+            for path, leaf in leaf_spaces(space).items()
+            if paths is None or path in paths
+        }
         self.kinds: dict[str, str] = {}
         self.cnns = nn.ModuleDict()
         self.norms = nn.ModuleDict()

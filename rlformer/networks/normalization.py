@@ -29,6 +29,9 @@ EPSILON = 1e-8
 def moments(values: np.ndarray, value_shape: tuple[int, ...] = ()) -> Moments:
     """Moments of ``values [..., *value_shape]`` over all leading dims, in float64."""
     flat = np.asarray(values, dtype=np.float64).reshape(-1, *value_shape)
+    if flat.shape[0] == 0:  # nothing seen (a multi-agent fragment whose agents were all absent)
+        zeros = np.zeros(value_shape, dtype=np.float64)
+        return 0.0, zeros, zeros.copy()
     mean = flat.mean(axis=0)
     return float(flat.shape[0]), mean, ((flat - mean) ** 2).sum(axis=0)
 

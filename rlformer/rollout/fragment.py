@@ -85,6 +85,9 @@ class Fragment:
     statistics: dict[str, Moments] = field(default_factory=dict)  # see normalization.py
     prefix: Prefix | None = None  # the steps before, with ppo.memory_gradient_steps > 0
     action_masks: np.ndarray | None = None  # [F, E, n] bool, with env.action_mask
+    # [F, E] bool: which steps are data; a multi-agent row is not while its agent is absent
+    # (not yet joined, or finished before the others). None: every step.
+    valid: np.ndarray | None = None
 
     @property
     def length(self) -> int:
@@ -139,4 +142,5 @@ class Fragment:
                 else None
             ),
             action_masks=cat("action_masks", 1) if fragments[0].action_masks is not None else None,
+            valid=cat("valid", 1) if fragments[0].valid is not None else None,
         )

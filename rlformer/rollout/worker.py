@@ -349,10 +349,7 @@ class RolloutWorker(WorkerProcess):
 
     def _statistics(self, obs_buf: Any, discounted: np.ndarray) -> dict[str, Moments]:
         """Moments of what this fragment saw, for the running statistics (normalization.py)."""
-        stats: dict[str, Moments] = {}
-        for path, rms in self.model.encoder.normalized_leaves().items():
-            leaf = obs_buf[path] if isinstance(obs_buf, dict) else obs_buf
-            stats[f"obs/{path}"] = moments(leaf, tuple(rms.mean.shape))
+        stats = self.model.observation_moments(obs_buf)
         if self.model.reward_norm is not None:
             stats["reward"] = moments(discounted)
         return stats

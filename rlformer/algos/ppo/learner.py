@@ -90,10 +90,13 @@ class SequenceBatch(NamedTuple):
     behaviour_weights: torch.Tensor | None = None
     # [E, P + F, n] the masks the rollout acted under (all True over the prefix), else None
     action_masks: torch.Tensor | None = None
+    # [E, F] which steps are data (multi-agent rows are not while their agent is absent); the
+    # loss, its metrics and the advantage statistics read only those. None: every step.
+    valid: torch.Tensor | None = None
 
     def rows(self, index: torch.Tensor) -> SequenceBatch:
         """The sequences of a subset of env slots."""
-        tensors = [tree_map(lambda t: t[index], t) for t in self[:-4]]
+        tensors = [tree_map(lambda t: t[index], t) for t in self[:-5]]
 
         def optional(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t[index]
@@ -104,6 +107,7 @@ class SequenceBatch(NamedTuple):
             prefix_steps=self.prefix_steps,
             behaviour_weights=optional(self.behaviour_weights),
             action_masks=optional(self.action_masks),
+            valid=optional(self.valid),
         )
 
 
@@ -165,6 +169,7 @@ def make_sequence_batch(
         state=state.to(device),
         prefix_steps=prefix_steps,
         action_masks=None if masks is None else env_major(masks),
+        valid=None if fragment.valid is None else env_major(fragment.valid),
     )
 
 
@@ -191,6 +196,12 @@ def ppo_loss(
     """
     ent_coef = cfg.ent_coef if ent_coef is None else ent_coef
     advantages = batch.advantages
+    if batch.valid is not None:
+        if advantage_scale is not None or average is not torch.mean:
+            raise ValueError("steps marked invalid are averaged by one learner in one chunk")
+        average = _masked_mean(batch.valid)
+        if cfg.norm_adv:
+            advantage_scale = _masked_moments(advantages, batch.valid)
     if advantage_scale is not None:
         mean, std = advantage_scale
         advantages = (advantages - mean) / (std + 1e-8)
@@ -223,7 +234,10 @@ def ppo_loss(
         # Schulman's low-variance KL estimator: E[(r - 1) - log r].
         approx_kl = average((ratio - 1) - log_ratio)
         clip_fraction = average(((ratio - 1).abs() > cfg.clip_coef).float())
-        max_ratio_error = (ratio - 1).abs().max()
+        ratio_error = (ratio - 1).abs()
+        if batch.valid is not None:
+            ratio_error = ratio_error * batch.valid
+        max_ratio_error = ratio_error.max()
     metrics = {
         "loss/policy": policy_loss.detach(),
         "loss/value": value_loss.detach(),
@@ -235,6 +249,23 @@ def ppo_loss(
     if reconstruction is not None:
         metrics["loss/reconstruction"] = reconstruction.detach()
     return loss, metrics
+
+
+def _masked_mean(valid: torch.Tensor) -> Average:
+    """The mean over the steps ``valid`` marks (1 where none is, so an empty batch averages 0)."""
+    weights = valid.to(torch.float32)
+    count = weights.sum().clamp_min(1.0)
+    return lambda term: (term * weights).sum() / count
+
+
+def _masked_moments(
+    advantages: torch.Tensor, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and std of the valid steps' advantages ((0, 1), no scaling, for fewer than two)."""
+    values = advantages[valid]
+    if values.numel() <= 1:
+        return torch.zeros((), device=advantages.device), torch.ones((), device=advantages.device)
+    return values.mean(), values.std()
 
 
 class PPOLearner:
@@ -409,7 +440,9 @@ class PPOLearner:
         scaling = self.model.value_scaling
         if scaling is None:
             return batch
-        scaling.update(batch.returns, self.model.value_head)
+        returns = batch.returns if batch.valid is None else batch.returns[batch.valid]
+        if returns.numel():
+            scaling.update(returns, self.model.value_head)
         return batch._replace(
             advantages=batch.advantages / scaling.advantage_scale(),
             returns=scaling.encode(batch.returns),
@@ -448,9 +481,10 @@ def batch_diagnostics(batch: SequenceBatch) -> dict[str, float]:
     result = {}
     if batch.behaviour_weights is not None:
         result["ppo/behaviour_ratio_error_mean"] = float((batch.behaviour_weights - 1).abs().mean())
-    returns = batch.returns.flatten()
-    values = batch.old_values.flatten()
-    variance = returns.var()
+    returns, values = batch.returns.flatten(), batch.old_values.flatten()
+    if batch.valid is not None:
+        returns, values = returns[batch.valid.flatten()], values[batch.valid.flatten()]
+    variance = returns.var() if returns.numel() > 1 else returns.new_zeros(())
     result["value/explained_variance"] = (
         float(1 - (returns - values).var() / variance) if variance > 0 else 0.0
     )
