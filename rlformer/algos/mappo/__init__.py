@@ -1,0 +1,1 @@
+"""Multi-agent PPO with per-agent memory on PettingZoo Parallel tasks (``algo: mappo``)."""
