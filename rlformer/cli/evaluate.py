@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+import numpy as np
 import typer
 
 from rlformer.cli.errors import check_writable, fail, user_errors
@@ -116,6 +117,12 @@ def evaluate(
     from rlformer.evaluation.report import print_reports
 
     print_reports(reports, title)
+    for report in reports:  # teams: each agent's own return too
+        agents = sorted({k for row in report.episodes for k in row if k.startswith("return/")})
+        if agents:
+            means = [np.mean([r[k] for r in report.episodes if k in r]) for k in agents]
+            listed = ", ".join(f"{k[7:]} {m:.2f}" for k, m in zip(agents, means, strict=True))
+            typer.echo(f"{report.agent}: mean return per agent: {listed}")
     for line in skipped:
         typer.echo(f"skipped {line}", err=True)
     _write_eval_outputs(reports, loaded, json_out, csv_out, plot)
@@ -157,7 +164,11 @@ def _run_evaluations(
     the suite tasks skipped (with why) and the table's title."""
     from rlformer.evaluation.report import evaluate_suite, evaluate_task
     from rlformer.evaluation.suites import load_suite
+    from rlformer.rollout.env_factory import EnvError
 
+    teams = [p.info.name for p in loaded if hasattr(p, "evaluate_own_task")]
+    if suite is not None and teams:
+        raise EnvError(f"{teams[0]} is a team: it plays its own task, not a --suite")
     if suite is not None:
         chosen = load_suite(suite)
         reports, skipped = evaluate_suite(
@@ -166,6 +177,12 @@ def _run_evaluations(
         return reports, skipped, f"suite {chosen.name}"
     reports = []
     for policy in loaded:
+        own_task = getattr(policy, "evaluate_own_task", None)
+        if own_task is not None:  # a multi-agent team: its groups are its own task's
+            if env is not None:
+                raise EnvError(f"{policy.info.name} is a team: it plays its own task, not --env")
+            reports += own_task(episodes or 20, seeds or 1, num_envs, deterministic)
+            continue
         env_cfg = _eval_env(policy, env)
         reports += evaluate_task(
             policy, env_cfg, episodes or 20, seeds or 1, num_envs, deterministic, targets

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from rlformer.algos.ppo.config import PPOConfig
 from rlformer.config.sections.base import StrictModel
 
 _FACTORY = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
@@ -61,7 +62,7 @@ class MAPPOConfig(StrictModel):
 
 def check_config(cfg: Any) -> None:
     """Rules across sections for a run of ``algo: mappo``."""
-    if "total_steps" in cfg.ppo.model_fields_set:
+    if cfg.ppo.total_steps != PPOConfig.model_fields["total_steps"].default:
         raise ValueError("ppo.total_steps: a mappo run's budget is mappo.total_steps")
     if cfg.ppo.memory_gradient_steps:
         raise ValueError("ppo.memory_gradient_steps: mappo recomputes no memory prefix; set 0")

@@ -18,6 +18,7 @@ MAPPO = AlgorithmSpec(
     preset_sections=(),
     check=check_config,
     algorithm="rlformer.algos.mappo.algorithm:MAPPO",
+    policy_loader="rlformer.algos.mappo.policy:team_policy",
     budget_key="mappo.total_steps",
     planned_iterations=planned_iterations,
 )

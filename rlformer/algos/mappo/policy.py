@@ -1,0 +1,75 @@
+"""A trained team from a ``mappo`` checkpoint, as ``rlformer eval`` takes it.
+
+A team is evaluated on its own task only (the env its config names): its groups and spaces are
+that task's. The factory of the task (``mappo.env``) is built the way a checkpoint's wrappers
+are, from a package installed here; the weights are read without unpickling.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlformer.algos.mappo.algorithm import describe_team
+from rlformer.algos.mappo.evaluation import TeamResults, play_team
+from rlformer.config import TrainConfig
+from rlformer.evaluation.report import EvaluationReport, seed_offset
+from rlformer.evaluation.statistics import summarize_scores
+from rlformer.policies.base import PolicyInfo
+from rlformer.runs.checkpoints import checkpoint_config, load_weights
+
+
+class TeamPolicy:
+    """Every group's network of one run, with the config that built them."""
+
+    def __init__(self, weights: dict[str, torch.Tensor], cfg: TrainConfig, name: str) -> None:
+        self.weights = weights
+        self.cfg = cfg
+        self.info = PolicyInfo(name, "mappo")
+
+    @property
+    def task(self) -> str:
+        return self.cfg.mappo.env
+
+    def play(self, episodes: int, seed: int, num_envs: int, deterministic: bool) -> TeamResults:
+        """``episodes`` episodes from env seeds ``seed``, ``seed + 1``, ..."""
+        return play_team(self.weights, self.cfg, episodes, num_envs, seed, deterministic)
+
+    def evaluate_own_task(
+        self, episodes: int, seeds: int, num_envs: int, deterministic: bool
+    ) -> list[EvaluationReport]:
+        """One report over ``seeds`` x ``episodes`` episodes (seed ``s`` plays env seeds
+        ``1000 s``, ``1000 s + 1``, ...): the agents' mean return per episode, with the team's
+        summed return and each agent's return in the episode rows."""
+        rows: list[dict[str, float]] = []
+        returns, successes = [], []
+        for s in range(seeds):
+            results = self.play(episodes, seed_offset(s), num_envs, deterministic)
+            for i, episode in enumerate(results.episodes):
+                row = {
+                    "seed": s,
+                    "episode": i,
+                    "return": episode.mean_return,
+                    "team_return": episode.team_return,
+                    "length": episode.length,
+                    **{f"return/{a}": r for a, r in episode.agent_returns.items()},
+                }
+                if episode.success is not None:
+                    row["success"] = episode.success
+                    successes.append(episode.success)
+                rows.append(row)
+                returns.append(episode.mean_return)
+        summary = summarize_scores(returns, successes or None)
+        name, task = self.info.name, self.task
+        return [EvaluationReport(name, task, task, deterministic, summary, rows)]
+
+
+def team_policy(payload: dict[str, Any], name: str) -> TeamPolicy:
+    """The team a ``mappo`` checkpoint holds; weights that do not fit its task's networks are
+    a one-line :class:`~rlformer.runs.checkpoints.CheckpointError`."""
+    cfg = checkpoint_config(payload, name)
+    _, model = describe_team(cfg)
+    load_weights(model, payload, Path(name))
+    return TeamPolicy({k: v.detach().cpu() for k, v in model.state_dict().items()}, cfg, name)
