@@ -195,13 +195,14 @@ def ppo_loss(
     and metrics add up to the minibatch's.
     """
     ent_coef = cfg.ent_coef if ent_coef is None else ent_coef
-    advantages = batch.advantages
     if batch.valid is not None:
         if advantage_scale is not None or average is not torch.mean:
             raise ValueError("steps marked invalid are averaged by one learner in one chunk")
+        batch = _neutral_invalid_steps(out, batch, batch.valid)
         average = _masked_mean(batch.valid)
         if cfg.norm_adv:
-            advantage_scale = _masked_moments(advantages, batch.valid)
+            advantage_scale = _masked_moments(batch.advantages, batch.valid)
+    advantages = batch.advantages
     if advantage_scale is not None:
         mean, std = advantage_scale
         advantages = (advantages - mean) / (std + 1e-8)
@@ -249,6 +250,21 @@ def ppo_loss(
     if reconstruction is not None:
         metrics["loss/reconstruction"] = reconstruction.detach()
     return loss, metrics
+
+
+def _neutral_invalid_steps(
+    out: EvaluateOutput, batch: SequenceBatch, valid: torch.Tensor
+) -> SequenceBatch:
+    """``batch`` with its invalid steps' targets set where their terms are finite and carry no
+    gradient (ratio 1, zero advantage, value errors 0): masking by multiplication alone would
+    turn an infinite ratio from whatever an absent row holds into NaN."""
+    log_prob, value = out.log_prob.detach(), out.value.detach()
+    return batch._replace(
+        old_log_probs=torch.where(valid, batch.old_log_probs, log_prob),
+        advantages=torch.where(valid, batch.advantages, torch.zeros_like(batch.advantages)),
+        returns=torch.where(valid, batch.returns, value),
+        old_values=torch.where(valid, batch.old_values, value),
+    )
 
 
 def _masked_mean(valid: torch.Tensor) -> Average:
