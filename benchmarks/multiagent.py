@@ -1,0 +1,250 @@
+"""Multi-agent PPO with memory beside BenchMARL's MAPPO, on the same tasks and the same episodes.
+
+Each run trains one variant of rlformer's ``algo: mappo`` on one task and seed, then plays the
+final team on env seeds 0-99 (deterministic actions), the episodes the peer's script
+(``benchmarks/peers/benchmarl_mappo.py``, in its own venv) scores BenchMARL on. One JSON row per
+run goes to ``benchmarks/results/multiagent/rlformer.jsonl`` with its learning curve.
+
+    python benchmarks/multiagent.py --task relay --variant gtrxl --seeds 0 1 2
+    python benchmarks/multiagent.py --task simple_spread --variant gtrxl gru mlp ippo --seeds 0
+    python benchmarks/multiagent.py --throughput --peer-python /work/peers/benchmarl-venv/bin/python
+    python benchmarks/multiagent.py --report          # the table and the learning-curve PNGs
+
+Runs live under ``--root`` with fixed names: a killed job continues its run from the newest
+checkpoint when the same command is started again; finished runs are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results" / "multiagent"
+EVAL_EPISODES = 100
+
+# The tasks: the factory, its kwargs (BenchMARL's PettingZoo task settings for MPE: discrete
+# actions, 25-step episodes), and the budget in env steps.
+TASKS: dict[str, tuple[str, dict, int]] = {
+    "relay": ("rlformer_envs.relay:parallel_env", {"delay": 20}, 2_000_000),
+    "relay_delay30": ("rlformer_envs.relay:parallel_env", {"delay": 30}, 2_000_000),
+    "relay_cut": ("rlformer_envs.relay:parallel_env", {"delay": 20, "channel": False}, 2_000_000),
+    "simple_spread": (
+        "mpe2.simple_spread_v3:parallel_env",
+        {"N": 3, "local_ratio": 0.5, "max_cycles": 25, "continuous_actions": False},
+        1_000_000,
+    ),
+    "simple_speaker_listener": (
+        "mpe2.simple_speaker_listener_v4:parallel_env",
+        {"max_cycles": 25, "continuous_actions": False},
+        1_000_000,
+    ),
+}
+# What each variant changes from the default (GTrXL torso, central critic).
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "gtrxl": (),
+    "gru": ("model.torso=gru",),
+    "mlp": ("model.torso=mlp",),
+    "ippo": ("mappo.critic=independent",),
+}
+
+
+@dataclass
+class Row:
+    task: str
+    variant: str
+    seed: int
+    steps: int
+    eval_return: float  # agents' mean return per episode, mean over env seeds 0-99
+    eval_team_return: float
+    eval_success: float | None
+    curve: list[tuple[int, float]]  # (env steps, mean training return of recent episodes)
+    seconds: float
+    command: str
+    commit: str
+
+
+def commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    return done.stdout.strip() or "unknown"
+
+
+def sets(task: str, variant: str, seed: int, steps: int | None) -> list[str]:
+    env, kwargs, budget = TASKS[task]
+    return [
+        "algo=mappo",
+        f"mappo.env={env}",
+        f"mappo.env_kwargs={json.dumps(kwargs)}",
+        f"mappo.total_steps={steps or budget}",
+        *VARIANTS[variant],
+        f"run.seed={seed}",
+    ]
+
+
+def curve(run: Path) -> list[tuple[int, float]]:
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["rollout/return_mean"]) for r in rows if "rollout/return_mean" in r]
+
+
+def run_one(task: str, variant: str, seed: int, root: Path, steps: int | None) -> Row:
+    from rlformer.algos.mappo.policy import team_policy
+    from rlformer.config import load_config
+    from rlformer.runs.checkpoints import load_checkpoint
+    from rlformer.runs.training import resume, train
+
+    label = f"{task}-{variant}-s{seed}"
+    items = sets(task, variant, seed, steps)
+    own = [f"run.root={root}", f"run.name={label}", "run.progress=false", "eval.episodes=20"]
+    found = sorted(root.glob(f"{label}-*"))
+    start = time.perf_counter()
+    if found and not (found[-1] / "eval.json").exists():
+        run = resume(found[-1], ["run.progress=false"]).run_dir
+    elif found:
+        run = found[-1]
+    else:
+        run = train(load_config(None, [*items, *own])).run_dir
+    team = team_policy(load_checkpoint(run), str(run))
+    played = team.play(EVAL_EPISODES, seed=0, num_envs=10, deterministic=True).summary()
+    budget = int(load_config(None, items).mappo.total_steps)
+    return Row(
+        task, variant, seed, budget, played["return_mean"], played["team_return_mean"],
+        played.get("success_rate"), curve(run), time.perf_counter() - start,
+        "rlformer train " + " ".join(f"--set '{x}'" for x in items), commit(),
+    )  # fmt: skip
+
+
+def done(out: Path) -> list[dict]:
+    return [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+
+
+def throughput(peer_python: str | None, steps: int, envs: int) -> None:
+    """Env steps per second on simple_spread with 1 process and 1 torch thread, ``envs`` envs
+    on each side; the peer's figure from its own venv, then the ratio."""
+    import torch
+
+    from rlformer.algos.mappo.worker import MultiAgentWorker
+    from rlformer.config import load_config
+
+    torch.set_num_threads(1)
+    results = {}
+    for variant in ("gtrxl", "mlp"):
+        cfg = load_config(None, [*sets("simple_spread", variant, 0, steps),
+                                 f"rollout.envs_per_worker={envs}"])  # fmt: skip
+        from rlformer.runs.training import train
+
+        cfg.run.root = str(RESULTS / "throughput_runs")
+        cfg.run.progress = False
+        cfg.eval.episodes = 1
+        started = time.perf_counter()
+        train(cfg)
+        results[f"rlformer {variant} (train)"] = steps / (time.perf_counter() - started)
+        worker = MultiAgentWorker(cfg.mappo, cfg.model, envs, 128, 0)
+        worker.set_weights(worker.models.state_dict(), 0)
+        started = time.perf_counter()
+        for _ in range(4):
+            worker.sample()
+        results[f"rlformer {variant} (rollout)"] = 4 * 128 * envs / (time.perf_counter() - started)
+    if peer_python:
+        peer = subprocess.run(
+            [peer_python, str(REPO / "benchmarks/peers/benchmarl_mappo.py"), "--throughput",
+             "--task", "simple_spread", "--frames", str(steps), "--envs", str(envs)],
+            capture_output=True, text=True, timeout=3600,
+        )  # fmt: skip
+        print(peer.stdout[-2000:], peer.stderr[-2000:], file=sys.stderr)
+        for line in peer.stdout.splitlines():
+            if line.startswith("{"):
+                results.update({f"benchmarl {k}": v for k, v in json.loads(line).items()
+                                if isinstance(v, float)})  # fmt: skip
+    print(json.dumps(results, indent=1))
+
+
+def report() -> None:
+    """The table (mean over seeds, per seed) and a learning-curve PNG per task."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = done(RESULTS / "rlformer.jsonl")
+    peer = done(RESULTS / "benchmarl.jsonl")
+    print("| task | agent | steps | seeds | return (mean over agents) | success | per seed |")
+    print("|---|---|---|---|---|---|---|")
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["task"], f"rlformer {row['variant']}"), []).append(row)
+    for row in peer:
+        groups.setdefault((row["task"], "BenchMARL mappo"), []).append(row)
+    for (task, agent), runs in sorted(groups.items()):
+        values = [r.get("eval_return", r.get("eval_agent_mean")) for r in runs]
+        success = [r["eval_success"] for r in runs if r.get("eval_success") is not None]
+        rate = f"{100 * np.mean(success):.0f}%" if success else "-"
+        per_seed = ", ".join(f"{v:.2f}" for v in values)
+        print(f"| {task} | {agent} | {runs[0].get('steps', runs[0].get('frames'))} | "
+              f"{len(runs)} | {np.mean(values):.2f} | {rate} | {per_seed} |")  # fmt: skip
+    for task in sorted({t for t, _ in groups}):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for (t, agent), runs in sorted(groups.items()):
+            if t != task:
+                continue
+            for i, run in enumerate(runs):
+                points = np.asarray(run.get("curve") or [], dtype=float)
+                if points.size:
+                    ax.plot(points[:, 0], points[:, 1], color=f"C{hash(agent) % 10}",
+                            alpha=0.8, label=agent if i == 0 else None)  # fmt: skip
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("training return (mean over agents)")
+        ax.set_title(task)
+        ax.legend()
+        fig.tight_layout()
+        path = REPO / "docs" / "img" / "multiagent" / f"{task}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        print(f"wrote {path.relative_to(REPO)}", file=sys.stderr)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", nargs="+", choices=sorted(TASKS), default=["relay"])
+    parser.add_argument("--variant", nargs="+", choices=sorted(VARIANTS), default=["gtrxl"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--steps", type=int, default=None, help="Override every task's budget.")
+    parser.add_argument("--root", type=Path, default=REPO / "runs" / "multiagent")
+    parser.add_argument("--out", type=Path, default=RESULTS / "rlformer.jsonl")
+    parser.add_argument("--report", action="store_true")
+    parser.add_argument("--throughput", action="store_true")
+    parser.add_argument("--peer-python", default=None, help="The BenchMARL venv's python.")
+    parser.add_argument("--envs", type=int, default=8, help="Envs per side (--throughput).")
+    args = parser.parse_args()
+    if args.report:
+        report()
+        return
+    import torch
+
+    torch.set_num_threads(1)
+    if args.throughput:
+        throughput(args.peer_python, args.steps or 20_000, args.envs)
+        return
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for seed in args.seeds:
+        for task in args.task:
+            for variant in args.variant:
+                if any(r["task"] == task and r["variant"] == variant and r["seed"] == seed
+                       for r in done(args.out)):  # fmt: skip
+                    continue
+                row = run_one(task, variant, seed, args.root, args.steps)
+                with args.out.open("a") as f:
+                    f.write(json.dumps(asdict(row)) + "\n")
+                print(f"{task} {variant} seed {seed}: return {row.eval_return:.3f} "
+                      f"success {row.eval_success} ({row.seconds:.0f} s)", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
