@@ -34,7 +34,9 @@ def export(
 
     try:
         require("export", "rlformer export")
-        written = export_policy(load_policy(policy, trust=trust_checkpoint), out, fmt)
+        loaded = load_policy(policy, trust=trust_checkpoint)
+        several = getattr(loaded, "export_to", None)  # a team: one graph per policy group
+        written = several(out, fmt) if several is not None else export_policy(loaded, out, fmt)
     except (*user_errors(), ExportError, MissingExtra) as err:
         fail(str(err))
     typer.echo(f"wrote {written}")

@@ -77,10 +77,31 @@ def load_policy(spec: str | Path, trust: bool = False, device: str = "cpu") -> P
 
     if is_export_dir(text):
         policy: Policy = ExportedPolicy(text)
+    elif (Path(text) / MULTI_GRAPH_EXPORT).is_file():
+        policy = multi_graph_export(text)
     else:
         policy = policy_from_payload(load_checkpoint(text, trust), text)
     refuse_saved_calls(policy.info.training_env, text, trust)
     return place_policy(policy, device, text)
+
+
+MULTI_GRAPH_EXPORT = "team.json"
+"""The description of an export of several graphs (a team's: one per policy group)."""
+
+
+def multi_graph_export(directory: str) -> Any:
+    """The policy an export of several graphs holds, loaded by the algorithm its ``team.json``
+    names (:attr:`~rlformer.config.sections.spec.AlgorithmSpec.export_loader`)."""
+    import json
+
+    try:
+        kind = str(json.loads((Path(directory) / MULTI_GRAPH_EXPORT).read_text())["kind"])
+    except (OSError, KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{directory}: not a readable rlformer export ({err})") from None
+    spec = spec_for_kind(kind)
+    if spec is None or spec.export_loader is None:
+        raise CheckpointError(f"{directory}: a {kind!r} export, which no loaded module can play")
+    return load_attr(spec.export_loader)(directory)
 
 
 def place_policy(policy: Policy, device: str, name: str) -> Policy:

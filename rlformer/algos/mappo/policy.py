@@ -14,9 +14,9 @@ import torch
 
 from rlformer.algos.mappo.algorithm import describe_team
 from rlformer.algos.mappo.evaluation import TeamResults, play_team
+from rlformer.algos.mappo.export import export_team, team_reports
 from rlformer.config import TrainConfig
-from rlformer.evaluation.report import EvaluationReport, seed_offset
-from rlformer.evaluation.statistics import summarize_scores
+from rlformer.evaluation.report import EvaluationReport
 from rlformer.policies.base import PolicyInfo
 from rlformer.runs.checkpoints import checkpoint_config, load_weights
 
@@ -40,30 +40,12 @@ class TeamPolicy:
     def evaluate_own_task(
         self, episodes: int, seeds: int, num_envs: int, deterministic: bool
     ) -> list[EvaluationReport]:
-        """One report over ``seeds`` x ``episodes`` episodes (seed ``s`` plays env seeds
-        ``1000 s``, ``1000 s + 1``, ...): the agents' mean return per episode, with the team's
-        summed return and each agent's return in the episode rows."""
-        rows: list[dict[str, float]] = []
-        returns, successes = [], []
-        for s in range(seeds):
-            results = self.play(episodes, seed_offset(s), num_envs, deterministic)
-            for i, episode in enumerate(results.episodes):
-                row = {
-                    "seed": s,
-                    "episode": i,
-                    "return": episode.mean_return,
-                    "team_return": episode.team_return,
-                    "length": episode.length,
-                    **{f"return/{a}": r for a, r in episode.agent_returns.items()},
-                }
-                if episode.success is not None:
-                    row["success"] = episode.success
-                    successes.append(episode.success)
-                rows.append(row)
-                returns.append(episode.mean_return)
-        summary = summarize_scores(returns, successes or None)
-        name, task = self.info.name, self.task
-        return [EvaluationReport(name, task, task, deterministic, summary, rows)]
+        """One report over ``seeds`` x ``episodes`` episodes (:func:`team_reports`)."""
+        return team_reports(self, episodes, seeds, num_envs, deterministic)
+
+    def export_to(self, out: str | Path, fmt: str = "onnx") -> Path:
+        """One graph per group and ``team.json`` (:mod:`rlformer.algos.mappo.export`)."""
+        return export_team(self, out, fmt)
 
 
 def team_policy(payload: dict[str, Any], name: str) -> TeamPolicy:

@@ -19,6 +19,7 @@ MAPPO = AlgorithmSpec(
     check=check_config,
     algorithm="rlformer.algos.mappo.algorithm:MAPPO",
     policy_loader="rlformer.algos.mappo.policy:team_policy",
+    export_loader="rlformer.algos.mappo.export:ExportedTeam",
     budget_key="mappo.total_steps",
     planned_iterations=planned_iterations,
 )

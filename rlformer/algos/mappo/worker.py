@@ -174,43 +174,18 @@ class MultiAgentWorker(WorkerProcess):
         return obs
 
     def _presence(self, g: Group) -> np.ndarray:
-        """Which of the group's rows have their agent in the env now."""
-        return np.array(
-            [agent in env.agents for env in self.envs for agent in g.agents], dtype=bool
-        )
+        return presence(g, self.envs)
 
     def _row_obs(
         self, g: Group, agent_index: int, agent_obs: Any, state: np.ndarray | None
     ) -> Tree:
-        """One row's observation as the group's network reads it (see team.py)."""
-        if g.observation_space is g.agent_space:
-            return flatten_obs(g.agent_space, agent_obs)
-        value: dict[str, Any] = {"obs": agent_obs}
-        if "agent_id" in g.observation_space.spaces:
-            value["agent_id"] = np.eye(g.size, dtype=np.int8)[agent_index]
-        if state is not None:
-            value["state"] = state
-        return flatten_obs(g.observation_space, value)
+        return row_observation(g, agent_index, agent_obs, state)
 
     def _group_obs(self, g: Group, observations: list[dict[str, Any]]) -> Tree:
-        """Every row's observation (zeros for absent agents), batch first."""
-        rows = []
-        states = self._critic_states(observations)
-        for e in range(self.num_envs):
-            for k, agent in enumerate(g.agents):
-                agent_obs = observations[e].get(agent)
-                if agent_obs is None:
-                    agent_obs = _zeros(g.agent_space)
-                rows.append(self._row_obs(g, k, agent_obs, states[e]))
-        return tree_stack(rows)
+        return group_observations(self.team, g, self.envs, observations)
 
     def _critic_states(self, observations: list[dict[str, Any]]) -> list[np.ndarray | None]:
-        if self.team.critic_input is None:
-            return [None] * self.num_envs
-        return [
-            flat_state(self.team, env, obs)
-            for env, obs in zip(self.envs, observations, strict=True)
-        ]
+        return critic_states(self.team, self.envs, observations)
 
     # ------------------------------------------------------------ weights
     def set_weights(self, weights: dict[str, torch.Tensor], version: int) -> None:
@@ -442,6 +417,47 @@ class MultiAgentWorker(WorkerProcess):
         self.present = data["present"]
         self.reward_return = data["reward_return"]
         self.next_seed = data["next_seed"]
+
+
+def row_observation(g: Group, agent_index: int, agent_obs: Any, state: np.ndarray | None) -> Tree:
+    """One row's observation as the group's network reads it (see team.py)."""
+    if g.observation_space is g.agent_space:
+        return flatten_obs(g.agent_space, agent_obs)
+    value: dict[str, Any] = {"obs": agent_obs}
+    if "agent_id" in g.observation_space.spaces:
+        value["agent_id"] = np.eye(g.size, dtype=np.int8)[agent_index]
+    if state is not None:
+        value["state"] = state
+    return flatten_obs(g.observation_space, value)
+
+
+def critic_states(
+    team: Team, envs: list[Any], observations: list[dict[str, Any]]
+) -> list[np.ndarray | None]:
+    """Each env's central-critic input (None for independent critics)."""
+    if team.critic_input is None:
+        return [None] * len(envs)
+    return [flat_state(team, env, obs) for env, obs in zip(envs, observations, strict=True)]
+
+
+def group_observations(
+    team: Team, g: Group, envs: list[Any], observations: list[dict[str, Any]]
+) -> Tree:
+    """Every row of group ``g`` (env-major; zeros for absent agents), batch first."""
+    rows = []
+    states = critic_states(team, envs, observations)
+    for e in range(len(envs)):
+        for k, agent in enumerate(g.agents):
+            agent_obs = observations[e].get(agent)
+            if agent_obs is None:
+                agent_obs = _zeros(g.agent_space)
+            rows.append(row_observation(g, k, agent_obs, states[e]))
+    return tree_stack(rows)
+
+
+def presence(g: Group, envs: list[Any]) -> np.ndarray:
+    """Which of the group's rows have their agent in its env now."""
+    return np.array([agent in env.agents for env in envs for agent in g.agents], dtype=bool)
 
 
 def _zeros(space: gym.Space) -> Any:

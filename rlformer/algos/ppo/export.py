@@ -53,7 +53,6 @@ from rlformer.export.spec import (
 from rlformer.networks.actor_critic import ActorCritic, AgentState
 from rlformer.networks.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 from rlformer.networks.recurrent import RecurrentState, RecurrentTorso
-from rlformer.networks.spaces import leaf_spaces
 from rlformer.networks.torso import GTrXLTorso
 
 
@@ -63,7 +62,8 @@ class ActorStep(nn.Module):
     def __init__(self, model: ActorCritic) -> None:
         super().__init__()
         self.model: ActorCritic = traceable_copy(model)  # type: ignore[assignment]
-        self.leaves = leaf_spaces(model.observation_space)
+        # What the actor reads: a centralised critic's inputs are no input of the graph.
+        self.leaves = dict(model.encoder.leaves)
         dist = self.model.dist
         self.masked = isinstance(dist, (Categorical, MultiCategorical))
         self.reward_scale = None

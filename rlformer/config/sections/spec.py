@@ -85,6 +85,10 @@ class AlgorithmSpec:
     """``"module:attr"`` of ``(policy) -> step module`` for ``rlformer export`` of its policies
     (:mod:`rlformer.export.writer`); None: its policies cannot be exported."""
 
+    export_loader: str | None = None
+    """``"module:attr"`` of ``(directory) -> Policy`` for its exports that are more than one graph
+    (a team's: one graph per policy group, described by ``team.json``); None: one graph."""
+
     network_policy: str | None = None
     """``"module:attr"`` of ``(object) -> Policy | None``: a policy for one of its bare networks
     (a training run's current weights), None for any other object."""
