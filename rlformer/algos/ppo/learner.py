@@ -54,6 +54,7 @@ from torch import nn
 
 from rlformer.algos.ppo.config import PPOConfig
 from rlformer.algos.ppo.epochs import run_epochs
+from rlformer.algos.ppo.valid_steps import masked_mean, masked_moments, neutral_targets
 from rlformer.learners.nonfinite import (
     NonFiniteError,
     nonfinite_gradient,
@@ -196,12 +197,9 @@ def ppo_loss(
     """
     ent_coef = cfg.ent_coef if ent_coef is None else ent_coef
     if batch.valid is not None:
-        if advantage_scale is not None or average is not torch.mean:
-            raise ValueError("steps marked invalid are averaged by one learner in one chunk")
-        batch = _neutral_invalid_steps(out, batch, batch.valid)
-        average = _masked_mean(batch.valid)
-        if cfg.norm_adv:
-            advantage_scale = _masked_moments(batch.advantages, batch.valid)
+        batch, average, advantage_scale = _over_valid_steps(
+            out, batch, cfg, average, advantage_scale
+        )
     advantages = batch.advantages
     if advantage_scale is not None:
         mean, std = advantage_scale
@@ -252,36 +250,24 @@ def ppo_loss(
     return loss, metrics
 
 
-def _neutral_invalid_steps(
-    out: EvaluateOutput, batch: SequenceBatch, valid: torch.Tensor
-) -> SequenceBatch:
-    """``batch`` with its invalid steps' targets set where their terms are finite and carry no
-    gradient (ratio 1, zero advantage, value errors 0): masking by multiplication alone would
-    turn an infinite ratio from whatever an absent row holds into NaN."""
-    log_prob, value = out.log_prob.detach(), out.value.detach()
-    return batch._replace(
-        old_log_probs=torch.where(valid, batch.old_log_probs, log_prob),
-        advantages=torch.where(valid, batch.advantages, torch.zeros_like(batch.advantages)),
-        returns=torch.where(valid, batch.returns, value),
-        old_values=torch.where(valid, batch.old_values, value),
+def _over_valid_steps(
+    out: EvaluateOutput,
+    batch: SequenceBatch,
+    cfg: PPOConfig,
+    average: Average,
+    advantage_scale: tuple[torch.Tensor, torch.Tensor] | None,
+) -> tuple[SequenceBatch, Average, tuple[torch.Tensor, torch.Tensor] | None]:
+    """The batch, average and advantage moments of a loss over the valid steps only
+    (:mod:`rlformer.algos.ppo.valid_steps`)."""
+    assert batch.valid is not None
+    if advantage_scale is not None or average is not torch.mean:
+        raise ValueError("steps marked invalid are averaged by one learner in one chunk")
+    targets = neutral_targets(
+        out, batch.valid, batch.old_log_probs, batch.advantages, batch.returns, batch.old_values
     )
-
-
-def _masked_mean(valid: torch.Tensor) -> Average:
-    """The mean over the steps ``valid`` marks (1 where none is, so an empty batch averages 0)."""
-    weights = valid.to(torch.float32)
-    count = weights.sum().clamp_min(1.0)
-    return lambda term: (term * weights).sum() / count
-
-
-def _masked_moments(
-    advantages: torch.Tensor, valid: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and std of the valid steps' advantages ((0, 1), no scaling, for fewer than two)."""
-    values = advantages[valid]
-    if values.numel() <= 1:
-        return torch.zeros((), device=advantages.device), torch.ones((), device=advantages.device)
-    return values.mean(), values.std()
+    batch = batch._replace(**targets)
+    scale = masked_moments(batch.advantages, batch.valid) if cfg.norm_adv else None
+    return batch, masked_mean(batch.valid), scale
 
 
 class PPOLearner:
