@@ -1,6 +1,6 @@
 """The run config of the built-in algorithms, declared in source.
 
-:class:`TrainConfig` declares the run config of the built-in algorithms (ppo, dt, odt), so an
+:class:`TrainConfig` declares the run config of the built-in algorithms (ppo, dt, odt, mappo), so an
 editor completes ``cfg.ppo.learning_rate`` and a type checker knows it is a float. It is the
 model YAML files validate against (:func:`rlformer.config.train_config_model`); an algorithm
 installed besides them adds its section on a subclass.
@@ -24,6 +24,8 @@ from typing import Literal, cast
 from rlformer import config as _config
 from rlformer.algos.dt.config import DTConfig
 from rlformer.algos.dt.spec import DT
+from rlformer.algos.mappo.config import MAPPOConfig
+from rlformer.algos.mappo.spec import MAPPO
 from rlformer.algos.odt.config import ODTConfig
 from rlformer.algos.odt.spec import ODT
 from rlformer.algos.ppo.config import PPOConfig
@@ -47,6 +49,7 @@ __all__ = [
     "EnvConfig",
     "EvalConfig",
     "LearnerConfig",
+    "MAPPOConfig",
     "ModelConfig",
     "ODTConfig",
     "PPOConfig",
@@ -55,13 +58,13 @@ __all__ = [
     "TrainConfig",
 ]
 
-_BUILT_IN = (PPO, DT, ODT)
+_BUILT_IN = (PPO, DT, ODT, MAPPO)
 
 
 class TrainConfig(TrainConfigBase):
     """Everything one ``rlformer train`` run needs."""
 
-    algo: Literal["ppo", "dt", "odt"] = algo_field(_BUILT_IN)
+    algo: Literal["ppo", "dt", "odt", "mappo"] = algo_field(_BUILT_IN)
     preset: str | None = preset_field(_BUILT_IN)
     run: RunConfig = section_field(SHARED_SECTIONS["run"])
     env: EnvConfig = section_field(SHARED_SECTIONS["env"])
@@ -72,6 +75,7 @@ class TrainConfig(TrainConfigBase):
     ppo: PPOConfig = section_field(PPO.section)
     dt: DTConfig = section_field(DT.section)
     odt: ODTConfig = section_field(ODT.section)
+    mappo: MAPPOConfig = section_field(MAPPO.section)
 
     def resolved(self) -> TrainConfig:
         """This config as a run uses it (see :meth:`TrainConfigBase.resolved`)."""

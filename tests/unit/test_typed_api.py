@@ -35,7 +35,8 @@ def test_the_declared_config_is_the_model_yaml_validates_against() -> None:
     assert train_config_model() is TrainConfig
     assert type(load_config(None)) is TrainConfig
     assert list(TrainConfig.model_fields) == [
-        "algo", "preset", "run", "env", "rollout", "model", "eval", "learner", "ppo", "dt", "odt"
+        "algo", "preset", "run", "env", "rollout", "model", "eval", "learner", "ppo", "dt", "odt",
+        "mappo",
     ]  # fmt: skip
     assert rlformer.config.TrainConfig is TrainConfig
 

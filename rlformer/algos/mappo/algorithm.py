@@ -15,16 +15,19 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
+from rlformer.algos.mappo.config import mappo_section
 from rlformer.algos.mappo.evaluation import play_team
 from rlformer.algos.mappo.team import build_team, make_parallel_env
-from rlformer.algos.mappo.worker import MultiAgentWorker, build_team_model
+from rlformer.algos.mappo.worker import MultiAgentWorker, TeamFragment, build_team_model
+from rlformer.algos.ppo.config import PPOConfig
 from rlformer.algos.ppo.learner import PPOLearner
 from rlformer.config import TrainConfig
+from rlformer.networks.actor_critic import ActorCritic
 from rlformer.rollout.collector import Collector, make_collector
 from rlformer.rollout.worker_spec import WorkerSpec
 from rlformer.runs.algorithm import Evaluation, Progress
@@ -40,18 +43,24 @@ def team_worker_spec(cfg: TrainConfig) -> WorkerSpec:
     r = cfg.rollout
     return WorkerSpec(
         MultiAgentWorker,
-        (cfg.mappo, cfg.model, r.envs_per_worker, r.fragment_length, cfg.run.seed),
+        (mappo_section(cfg), cfg.model, r.envs_per_worker, r.fragment_length, cfg.run.seed),
     )
 
 
 def describe_team(cfg: TrainConfig) -> tuple[Any, torch.nn.ModuleDict]:
     """The task's team layout and a fresh network per group (one throwaway env)."""
-    env = make_parallel_env(cfg.mappo)
+    env = make_parallel_env(mappo_section(cfg))
     try:
-        team = build_team(cfg.mappo, env)
+        team = build_team(mappo_section(cfg), env)
     finally:
         env.close()
     return team, build_team_model(team, cfg.model)
+
+
+def ppo_section(cfg: TrainConfig) -> PPOConfig:
+    """The run config's ``ppo`` section (the objective every group's learner uses), typed."""
+    section: PPOConfig = getattr(cfg, "ppo")  # noqa: B009 (the generic model does not declare it)
+    return section
 
 
 class MAPPO:
@@ -63,14 +72,14 @@ class MAPPO:
         self.cfg = cfg
         r = cfg.rollout
         self.steps_per_iteration = r.num_workers * r.envs_per_worker * r.fragment_length
-        self.iterations = math.ceil(cfg.mappo.total_steps / self.steps_per_iteration)
+        self.iterations = math.ceil(mappo_section(cfg).total_steps / self.steps_per_iteration)
         torch.manual_seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
         self.team, self.model = describe_team(cfg)
         self.learners = {
             name: PPOLearner(
-                network,
-                cfg.ppo,
+                cast(ActorCritic, network),
+                ppo_section(cfg),
                 device,
                 self.iterations,
                 seed=cfg.run.seed + index,
@@ -91,10 +100,11 @@ class MAPPO:
             cfg.run.root, max(MIN_FREE_BYTES, checkpoint_bytes_estimate(model)), create=False
         )
         critic = team.critic_input or "independent"
+        section = mappo_section(cfg)
         lines = [
-            f"ok: mappo on {cfg.mappo.env}, {len(team.agents)} agents in {len(team.groups)} "
+            f"ok: mappo on {section.env}, {len(team.agents)} agents in {len(team.groups)} "
             f"group(s), {cfg.model.torso} networks, critic {critic}, "
-            f"{cfg.mappo.total_steps:,} env steps, runs under {cfg.run.root}"
+            f"{section.total_steps:,} env steps, runs under {cfg.run.root}"
         ]
         for group in team.groups:
             parameters = sum(p.numel() for p in model[group.name].parameters())
@@ -139,7 +149,7 @@ class MAPPO:
     def iterate(self) -> dict[str, float]:
         assert self.collector is not None
         started = time.perf_counter()
-        batch = self.collector.collect(self.model.state_dict(), version=self.iteration)
+        batch = cast(TeamFragment, self.collector.collect(self.model.state_dict(), self.iteration))
         collect_s = time.perf_counter() - started
         metrics: dict[str, float] = {}
         for name, learner in self.learners.items():

@@ -60,6 +60,13 @@ class MAPPOConfig(StrictModel):
     )
 
 
+def mappo_section(cfg: Any) -> MAPPOConfig:
+    """A run config's ``mappo`` section, typed (the generic run config model does not declare
+    the sections of the algorithms)."""
+    section: MAPPOConfig = cfg.mappo
+    return section
+
+
 def check_config(cfg: Any) -> None:
     """Rules across sections for a run of ``algo: mappo``."""
     if cfg.ppo.total_steps != PPOConfig.model_fields["total_steps"].default:

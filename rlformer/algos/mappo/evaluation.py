@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from rlformer.algos.mappo.config import mappo_section
 from rlformer.algos.mappo.worker import MultiAgentWorker, TeamEpisode
 from rlformer.config import TrainConfig
 from rlformer.evaluation.statistics import summarize_scores
@@ -80,7 +81,7 @@ def play_team(
     """Play ``episodes`` episodes (seeds ``seed`` ... ``seed + episodes - 1``) with the team
     model's ``weights`` on ``num_envs`` envs."""
     worker = MultiAgentWorker(
-        cfg.mappo,
+        mappo_section(cfg),
         cfg.model,
         max(1, min(num_envs, episodes)),
         _STEPS_PER_SAMPLE,

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
-from rlformer.algos.mappo.config import MAPPOConfig
+from rlformer.algos.mappo.config import MAPPOConfig, mappo_section
 from rlformer.algos.mappo.evaluation import TeamResults
 from rlformer.algos.mappo.team import build_team, make_parallel_env
 from rlformer.algos.mappo.worker import TeamEpisode, group_observations, presence
 from rlformer.evaluation.report import EvaluationReport, seed_offset
 from rlformer.evaluation.statistics import summarize_scores
+from rlformer.networks.actor_critic import ActorCritic
 from rlformer.policies.base import PolicyInfo
 from rlformer.runs.checkpoints import CheckpointError
 
@@ -44,11 +45,12 @@ def export_team(policy: Any, out: str | Path, fmt: str = "onnx") -> Path:
     out = Path(out)
     for group in team.groups:
         info = PolicyInfo(f"{policy.info.name} ({group.name})", "ppo")
-        export_policy(ActorCriticPolicy(model[group.name], info), out / group.name, fmt)
+        network = cast(ActorCritic, model[group.name])
+        export_policy(ActorCriticPolicy(network, info), out / group.name, fmt)
     meta = {
         "format": "rlformer-team",
         "kind": "mappo",
-        "mappo": policy.cfg.mappo.model_dump(mode="json"),
+        "mappo": mappo_section(policy.cfg).model_dump(mode="json"),
         "groups": {g.name: list(g.agents) for g in team.groups},
         "critic_input": team.critic_input,
     }
@@ -79,7 +81,10 @@ class ExportedTeam:
         team = build_team(self.cfg, envs[0])
         generator = torch.Generator().manual_seed(seed)
         next_seed = seed
-        observations, seeds, returns, lengths = [], [], [], []
+        observations: list[dict[str, Any]] = []
+        seeds: list[int] = []
+        returns: list[dict[str, float]] = []
+        lengths: list[int] = []
         for env in envs:
             observations.append(env.reset(seed=next_seed)[0])
             seeds.append(next_seed)
@@ -165,5 +170,5 @@ def team_reports(
             rows.append(row)
             returns.append(episode.mean_return)
     summary = summarize_scores(returns, successes or None)
-    task = team.cfg.env if isinstance(team.cfg, MAPPOConfig) else team.cfg.mappo.env
+    task = team.cfg.env if isinstance(team.cfg, MAPPOConfig) else mappo_section(team.cfg).env
     return [EvaluationReport(team.info.name, task, task, deterministic, summary, rows)]

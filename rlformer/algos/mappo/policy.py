@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from rlformer.algos.mappo.algorithm import describe_team
+from rlformer.algos.mappo.config import mappo_section
 from rlformer.algos.mappo.evaluation import TeamResults, play_team
 from rlformer.algos.mappo.export import export_team, team_reports
 from rlformer.config import TrainConfig
@@ -31,7 +32,7 @@ class TeamPolicy:
 
     @property
     def task(self) -> str:
-        return self.cfg.mappo.env
+        return mappo_section(self.cfg).env
 
     def play(self, episodes: int, seed: int, num_envs: int, deterministic: bool) -> TeamResults:
         """``episodes`` episodes from env seeds ``seed``, ``seed + 1``, ..."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pickle
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import cloudpickle
 import gymnasium as gym
@@ -162,10 +162,13 @@ class MultiAgentWorker(WorkerProcess):
         self.reward_return: dict[str, np.ndarray] = {}
         for g in self.team.groups:
             rows = self.num_envs * g.size
-            self.states[g.name] = self.models[g.name].initial_state(rows)
+            self.states[g.name] = self._model(g.name).initial_state(rows)
             self.starts[g.name] = np.ones(rows, dtype=bool)
             self.present[g.name] = self._presence(g)
             self.reward_return[g.name] = np.zeros(rows, dtype=np.float64)
+
+    def _model(self, group: str) -> ActorCritic:
+        return cast(ActorCritic, self.models[group])
 
     def _reset(self, e: int, env: Any, seed: int | None) -> dict[str, Any]:
         """Start env ``e``'s next episode, from ``seed`` (None: the env's own RNG goes on)."""
@@ -205,7 +208,7 @@ class MultiAgentWorker(WorkerProcess):
         obs = {g.name: self._group_obs(g, self.observations) for g in groups}
         bufs = {
             g.name: FragmentBuffers.empty(
-                obs[g.name], self.models[g.name].dist, None, length, self.num_envs * g.size
+                obs[g.name], self._model(g.name).dist, None, length, self.num_envs * g.size
             )
             for g in groups
         }
@@ -216,7 +219,7 @@ class MultiAgentWorker(WorkerProcess):
             obs = self._step(t, obs, bufs, valid, result)
         fragments = {}
         for g in groups:
-            buf, model = bufs[g.name], self.models[g.name]
+            buf, model = bufs[g.name], self._model(g.name)
             last = self._values(g, obs[g.name], self.states[g.name], self.starts[g.name])
             last[~self.present[g.name]] = 0.0
             stats = model.observation_moments(buf.obs, rows=valid[g.name])
@@ -246,7 +249,7 @@ class MultiAgentWorker(WorkerProcess):
 
     def _values(self, g: Group, obs: Tree, state: AgentState, starts: np.ndarray) -> np.ndarray:
         """The values of ``obs`` (no sampling, so the action RNG is untouched)."""
-        out = self.models[g.name].act(
+        out = self._model(g.name).act(
             to_torch(obs), state, torch.as_tensor(starts), deterministic=True
         )
         return out.value.numpy().astype(np.float32)
@@ -265,7 +268,7 @@ class MultiAgentWorker(WorkerProcess):
         actions: list[dict[str, Any]] = [{} for _ in self.envs]
         outs = {}
         for g in groups:
-            buf, model, present = bufs[g.name], self.models[g.name], self.present[g.name]
+            buf, model, present = bufs[g.name], self._model(g.name), self.present[g.name]
             tree_set(buf.obs, t, obs[g.name])
             buf.episode_start[t] = self.starts[g.name]
             valid[g.name][t] = present
@@ -330,7 +333,7 @@ class MultiAgentWorker(WorkerProcess):
             reward[row] = float(rewards.get(agent, 0.0))
             term[row] = bool(terminations.get(agent, False))
             trunc[row] = bool(truncations.get(agent, False)) and not term[row]
-        model = self.models[g.name]
+        model = self._model(g.name)
         buf.env_rewards[t], buf.terminated[t], buf.truncated[t] = reward, term, trunc
         buf.rewards[t] = model.scale_rewards(reward)
         discounted = self.reward_return[g.name] * self.reward_gamma + reward
@@ -424,7 +427,7 @@ def row_observation(g: Group, agent_index: int, agent_obs: Any, state: np.ndarra
     if g.observation_space is g.agent_space:
         return flatten_obs(g.agent_space, agent_obs)
     value: dict[str, Any] = {"obs": agent_obs}
-    if "agent_id" in g.observation_space.spaces:
+    if "agent_id" in cast(gym.spaces.Dict, g.observation_space).spaces:
         value["agent_id"] = np.eye(g.size, dtype=np.int8)[agent_index]
     if state is not None:
         value["state"] = state
