@@ -30,15 +30,15 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "multiagent"
 EVAL_EPISODES = 100
 
-# The tasks: the factory, its kwargs (BenchMARL's PettingZoo task settings for MPE: discrete
-# actions, 25-step episodes), and the budget in env steps.
+# The tasks: the factory, its kwargs (MPE: BenchMARL's shipped PettingZoo task settings, 100-step
+# simple_spread episodes, with discrete actions on both sides), and the budget in env steps.
 TASKS: dict[str, tuple[str, dict, int]] = {
     "relay": ("rlformer_envs.relay:parallel_env", {"delay": 20}, 2_000_000),
     "relay_delay30": ("rlformer_envs.relay:parallel_env", {"delay": 30}, 2_000_000),
     "relay_cut": ("rlformer_envs.relay:parallel_env", {"delay": 20, "channel": False}, 2_000_000),
     "simple_spread": (
         "mpe2.simple_spread_v3:parallel_env",
-        {"N": 3, "local_ratio": 0.5, "max_cycles": 25, "continuous_actions": False},
+        {"N": 3, "local_ratio": 0.5, "max_cycles": 100, "continuous_actions": False},
         1_000_000,
     ),
     "simple_speaker_listener": (
