@@ -184,8 +184,13 @@ class MultiAgentWorker(WorkerProcess):
     ) -> Tree:
         return row_observation(g, agent_index, agent_obs, state)
 
-    def _group_obs(self, g: Group, observations: list[dict[str, Any]]) -> Tree:
-        return group_observations(self.team, g, self.envs, observations)
+    def _group_obs(
+        self,
+        g: Group,
+        observations: list[dict[str, Any]],
+        states: list[np.ndarray | None] | None = None,
+    ) -> Tree:
+        return group_observations(self.team, g, self.envs, observations, states)
 
     def _critic_states(self, observations: list[dict[str, Any]]) -> list[np.ndarray | None]:
         return critic_states(self.team, self.envs, observations)
@@ -288,7 +293,13 @@ class MultiAgentWorker(WorkerProcess):
                 e, k = divmod(int(row), g.size)
                 actions[e][g.agents[k]] = env_actions[row]
         steps = [env.step(a) for env, a in zip(self.envs, actions, strict=True)]
-        final_states = self._critic_states([s[0] for s in steps])  # before any reset
+        # The central critic's input where an agent's episode was cut short, before any reset
+        # (env.state() can cost as much as the observations: only where it is needed).
+        cut = [any(s[3].values()) for s in steps]
+        final_states = self._critic_states(
+            [s[0] if c else {} for s, c in zip(steps, cut, strict=True)]
+        )
+        final_states = [state if c else None for state, c in zip(final_states, cut, strict=True)]
         ended = self._finish_steps(steps, result)
         next_observations = []
         for e, env in enumerate(self.envs):
@@ -301,11 +312,13 @@ class MultiAgentWorker(WorkerProcess):
                 next_observations.append(
                     {a: steps[e][0][a] for a in env.agents if a in steps[e][0]}
                 )
+        next_states = self._critic_states(next_observations)  # once for every group
         next_obs = {}
         for g in groups:
             next_obs[g.name] = self._record(
-                g, t, steps, outs[g.name], bufs[g.name], final_states, next_observations
-            )
+                g, t, steps, outs[g.name], bufs[g.name], final_states, next_observations,
+                next_states,
+            )  # fmt: skip
         self.observations = next_observations
         return next_obs
 
@@ -318,6 +331,7 @@ class MultiAgentWorker(WorkerProcess):
         buf: FragmentBuffers,
         final_states: list[np.ndarray | None],
         next_observations: list[dict[str, Any]],
+        next_states: list[np.ndarray | None],
     ) -> Tree:
         """Store one group's rewards and episode ends of step ``t``; bootstrap its truncated
         agents; advance its memory and presence. Returns its next observations."""
@@ -356,7 +370,7 @@ class MultiAgentWorker(WorkerProcess):
         self.reward_return[g.name][done] = 0.0
         self.present[g.name] = now_present
         self.states[g.name] = state_after
-        return self._group_obs(g, next_observations)
+        return self._group_obs(g, next_observations, next_states)
 
     def _finish_steps(self, steps: list[tuple[dict, ...]], result: TeamFragment) -> set[int]:
         """Add each env's rewards to its episode; the envs whose episode ended (no agent
@@ -444,11 +458,17 @@ def critic_states(
 
 
 def group_observations(
-    team: Team, g: Group, envs: list[Any], observations: list[dict[str, Any]]
+    team: Team,
+    g: Group,
+    envs: list[Any],
+    observations: list[dict[str, Any]],
+    states: list[np.ndarray | None] | None = None,
 ) -> Tree:
-    """Every row of group ``g`` (env-major; zeros for absent agents), batch first."""
+    """Every row of group ``g`` (env-major; zeros for absent agents), batch first; ``states``:
+    the envs' central-critic inputs when the caller has them already."""
     rows = []
-    states = critic_states(team, envs, observations)
+    if states is None:
+        states = critic_states(team, envs, observations)
     for e in range(len(envs)):
         for k, agent in enumerate(g.agents):
             agent_obs = observations[e].get(agent)
