@@ -25,13 +25,10 @@ from rlformer.evaluation.report import EvaluationReport, seed_offset
 from rlformer.evaluation.statistics import summarize_scores
 from rlformer.networks.actor_critic import ActorCritic
 from rlformer.policies.base import PolicyInfo
+from rlformer.policies.registry import MULTI_GRAPH_EXPORT
 from rlformer.runs.checkpoints import CheckpointError
 
-TEAM_FILE = "team.json"
-
-
-def is_team_export(path: str | Path) -> bool:
-    return (Path(path) / TEAM_FILE).is_file()
+TEAM_FILE = MULTI_GRAPH_EXPORT  # team.json
 
 
 def export_team(policy: Any, out: str | Path, fmt: str = "onnx") -> Path:
