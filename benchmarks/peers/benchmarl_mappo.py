@@ -85,6 +85,7 @@ def use_mpe_source() -> str:
     """Makes ``pettingzoo.mpe`` importable; returns which package provides it."""
     try:
         import pettingzoo.mpe.all_modules  # noqa: F401
+
         return "pettingzoo.mpe"
     except ImportError:
         pass
@@ -269,14 +270,24 @@ def main() -> None:
     p.add_argument("--frames", type=int, default=1_000_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--actions", choices=["continuous", "discrete"], default="continuous")
-    p.add_argument("--model", choices=["mlp", "gru", "lstm"], default="mlp",
-                   help="actor model: BenchMARL's layers/<model> config (critic stays layers/mlp)")
+    p.add_argument(
+        "--model",
+        choices=["mlp", "gru", "lstm"],
+        default="mlp",
+        help="actor model: BenchMARL's layers/<model> config (critic stays layers/mlp)",
+    )
     p.add_argument("--out", required=True, help="JSONL file, one row appended")
-    p.add_argument("--save-dir", default="/work/peers/benchmarl-runs",
-                   help="where BenchMARL writes its CSV logs")
+    p.add_argument(
+        "--save-dir",
+        default="/work/peers/benchmarl-runs",
+        help="where BenchMARL writes its CSV logs",
+    )
     p.add_argument("--eval-episodes", type=int, default=EVAL_EPISODES)
-    p.add_argument("--throughput", action="store_true",
-                   help="time training only (no evaluation); --frames defaults to 30,000")
+    p.add_argument(
+        "--throughput",
+        action="store_true",
+        help="time training only (no evaluation); --frames defaults to 30,000",
+    )
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
     if args.throughput and "--frames" not in sys.argv:
@@ -296,8 +307,11 @@ def main() -> None:
     )
     curve = Curve()
     experiment, task = build_experiment(args, save_folder, [curve])
-    print(f"BenchMARL MAPPO {args.task} seed {args.seed} frames {args.frames} "
-          f"actions {args.actions} model {args.model}; logs in {save_folder}", flush=True)
+    print(
+        f"BenchMARL MAPPO {args.task} seed {args.seed} frames {args.frames} "
+        f"actions {args.actions} model {args.model}; logs in {save_folder}",
+        flush=True,
+    )
     start, cpu_start = time.perf_counter(), time.process_time()
     experiment.run()
     seconds = time.perf_counter() - start
@@ -338,7 +352,8 @@ def main() -> None:
         "torch_threads": torch.get_num_threads(),
         "processes": 1,
         "final_train_episode_reward_mean": curve.points[-1]["episode_reward_mean"]
-        if curve.points else None,
+        if curve.points
+        else None,
         "curve_metric": "BenchMARL collection/reward/episode_reward_mean: mean over agents "
         "(and groups) of the training episodes' returns ended in each 6,000-frame batch",
         "curve": curve.points,
