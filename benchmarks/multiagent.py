@@ -125,43 +125,45 @@ def done(out: Path) -> list[dict]:
 
 
 def throughput(peer_python: str | None, steps: int, envs: int) -> None:
-    """Env steps per second on simple_spread with 1 process and 1 torch thread, ``envs`` envs
-    on each side; the peer's figure from its own venv, then the ratio."""
+    """Training env steps per second on simple_spread (discrete actions) with 1 process and 1
+    torch thread, ``envs`` envs on each side (BenchMARL's shipped MAPPO steps 10), per wall and
+    per CPU second; the peer's figures from its own venv, then the ratios."""
+    import tempfile
+
     import torch
 
-    from rlformer.algos.mappo.worker import MultiAgentWorker
     from rlformer.config import load_config
+    from rlformer.runs.training import train
 
     torch.set_num_threads(1)
-    results = {}
+    results: dict[str, dict[str, float]] = {}
     for variant in ("gtrxl", "mlp"):
         cfg = load_config(None, [*sets("simple_spread", variant, 0, steps),
-                                 f"rollout.envs_per_worker={envs}"])  # fmt: skip
-        from rlformer.runs.training import train
-
-        cfg.run.root = str(RESULTS / "throughput_runs")
-        cfg.run.progress = False
-        cfg.eval.episodes = 1
-        started = time.perf_counter()
+                                 f"rollout.envs_per_worker={envs}", "eval.episodes=1",
+                                 f"run.root={tempfile.mkdtemp()}", "run.progress=false"])  # fmt: skip
+        wall, cpu = time.perf_counter(), time.process_time()
         train(cfg)
-        results[f"rlformer {variant} (train)"] = steps / (time.perf_counter() - started)
-        worker = MultiAgentWorker(cfg.mappo, cfg.model, envs, 128, 0)
-        worker.set_weights(worker.models.state_dict(), 0)
-        started = time.perf_counter()
-        for _ in range(4):
-            worker.sample()
-        results[f"rlformer {variant} (rollout)"] = 4 * 128 * envs / (time.perf_counter() - started)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        results[f"rlformer {variant}"] = {
+            "steps_per_s": steps / wall,
+            "cpu_steps_per_s": steps / cpu,
+        }
     if peer_python:
+        out = Path(tempfile.mkdtemp()) / "peer.jsonl"
         peer = subprocess.run(
             [peer_python, str(REPO / "benchmarks/peers/benchmarl_mappo.py"), "--throughput",
-             "--task", "simple_spread", "--frames", str(steps), "--envs", str(envs)],
-            capture_output=True, text=True, timeout=3600,
+             "--task", "simple_spread", "--actions", "discrete", "--frames", str(steps),
+             "--out", str(out)],
+            capture_output=True, text=True, timeout=7200,
         )  # fmt: skip
-        print(peer.stdout[-2000:], peer.stderr[-2000:], file=sys.stderr)
-        for line in peer.stdout.splitlines():
-            if line.startswith("{"):
-                results.update({f"benchmarl {k}": v for k, v in json.loads(line).items()
-                                if isinstance(v, float)})  # fmt: skip
+        if peer.returncode != 0:
+            raise SystemExit(f"the peer failed: {peer.stderr[-1000:]}")
+        row = json.loads(out.read_text().splitlines()[-1])
+        results["benchmarl mlp"] = {k: row[k] for k in ("steps_per_s", "cpu_steps_per_s")}
+        for name, figures in list(results.items()):
+            if name.startswith("rlformer"):
+                figures["ratio_wall"] = figures["steps_per_s"] / row["steps_per_s"]
+                figures["ratio_cpu"] = figures["cpu_steps_per_s"] / row["cpu_steps_per_s"]
     print(json.dumps(results, indent=1))
 
 
@@ -221,7 +223,7 @@ def main() -> None:
     parser.add_argument("--report", action="store_true")
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--peer-python", default=None, help="The BenchMARL venv's python.")
-    parser.add_argument("--envs", type=int, default=8, help="Envs per side (--throughput).")
+    parser.add_argument("--envs", type=int, default=10, help="Envs per side (--throughput).")
     args = parser.parse_args()
     if args.report:
         report()
