@@ -138,9 +138,9 @@ def throughput(peer_python: str | None, steps: int, envs: int) -> None:
     torch.set_num_threads(1)
     results: dict[str, dict[str, float]] = {}
     for variant in ("gtrxl", "mlp"):
-        cfg = load_config(None, [*sets("simple_spread", variant, 0, steps),
-                                 f"rollout.envs_per_worker={envs}", "eval.episodes=1",
-                                 f"run.root={tempfile.mkdtemp()}", "run.progress=false"])  # fmt: skip
+        own = [f"rollout.envs_per_worker={envs}", "eval.episodes=1", "run.progress=false"]
+        root = f"run.root={tempfile.mkdtemp()}"
+        cfg = load_config(None, [*sets("simple_spread", variant, 0, steps), *own, root])
         wall, cpu = time.perf_counter(), time.process_time()
         train(cfg)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
