@@ -1,17 +1,17 @@
 """Relay: a two-agent task where memory and communication both matter (PettingZoo Parallel API).
 
-A *speaker* sees a cue (one of ``n_cues`` symbols) at the first step only. Halfway through the
-episode a channel opens for one step: the speaker's action at that step is shown to the
-*listener* on the next step, and only then. At the last step (``delay`` steps after the cue) the
-listener is asked for the cue; both agents get +1 if it answers right, else 0. So the speaker
-must remember the cue until the channel opens and send it through its action, and the listener
-must remember what it received until it is asked: a memoryless policy, or any policy with the
-channel cut (``channel=False``), answers at chance (``1 / n_cues``); a scripted oracle
-(:func:`oracle_actions`) answers every episode right.
+A *speaker* sees a cue (one of ``n_cues`` symbols) at the first step only. The *listener* never
+sees the cue: at every step it sees the speaker's previous action, and at the last step
+(``delay`` steps after the cue) it is asked for the cue; both agents get +1 if it answers right,
+else 0. So the speaker must pass the cue on through its actions, and either the listener keeps
+what it received until it is asked or the speaker keeps sending it, from memory: a memoryless
+team, or any team with the channel cut (``channel=False``: the listener sees nothing), answers at
+chance (``1 / n_cues``); a scripted oracle (:meth:`RelayEnv.oracle_actions`) answers every
+episode right.
 
-Observations (float32 Box): speaker ``[cue one-hot (step 0 only), channel open flag]``;
-listener ``[received signal one-hot (the step after the channel opens), question flag]``.
-Actions: ``Discrete(n_cues)`` for both. Episodes last ``delay + 1`` steps, then terminate;
+Observations (float32 Box): speaker ``[cue one-hot (step 0 only), 0]``; listener ``[the speaker's
+previous action, one-hot (from step 1), question flag (last step)]``. Actions:
+``Discrete(n_cues)`` for both. Episodes last ``delay + 1`` steps, then terminate;
 ``infos[agent]["is_success"]`` at the last step says whether the answer was right.
 """
 
@@ -35,7 +35,6 @@ class RelayEnv(ParallelEnv):
         if delay < 4 or n_cues < 2:
             raise ValueError(f"need delay >= 4 and n_cues >= 2; got delay={delay}, n_cues={n_cues}")
         self.delay, self.n_cues, self.channel = int(delay), int(n_cues), bool(channel)
-        self.open_step = self.delay // 2
         self.possible_agents = [SPEAKER, LISTENER]
         self.agents: list[str] = []
         box = spaces.Box(0.0, 1.0, shape=(self.n_cues + 1,), dtype=np.float32)
@@ -43,7 +42,8 @@ class RelayEnv(ParallelEnv):
         self.action_spaces = {agent: spaces.Discrete(self.n_cues) for agent in self.possible_agents}
         self._rng = np.random.default_rng()
         self._cue = 0
-        self._signal = 0
+        self._signal = -1  # the speaker's previous action
+        self._first_signal = -1
         self._t = 0
 
     def observation_space(self, agent: str) -> spaces.Space:
@@ -59,7 +59,7 @@ class RelayEnv(ParallelEnv):
             self._rng = np.random.default_rng(seed)
         self.agents = list(self.possible_agents)
         self._cue = int(self._rng.integers(self.n_cues))
-        self._signal = -1
+        self._signal = self._first_signal = -1
         self._t = 0
         return self._observations(), {agent: {} for agent in self.agents}
 
@@ -68,17 +68,16 @@ class RelayEnv(ParallelEnv):
         listener = np.zeros(self.n_cues + 1, dtype=np.float32)
         if self._t == 0:
             speaker[self._cue] = 1.0
-        if self._t == self.open_step:
-            speaker[-1] = 1.0
-        if self._t == self.open_step + 1 and self.channel and self._signal >= 0:
+        if self.channel and self._signal >= 0:
             listener[self._signal] = 1.0
         if self._t == self.delay:
             listener[-1] = 1.0
         return {SPEAKER: speaker, LISTENER: listener}
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
-        if self._t == self.open_step:
-            self._signal = int(actions[SPEAKER])
+        self._signal = int(actions[SPEAKER])
+        if self._t == 0:
+            self._first_signal = self._signal
         done = self._t == self.delay
         right = done and int(actions[LISTENER]) == self._cue
         reward = 1.0 if right else 0.0
@@ -94,9 +93,9 @@ class RelayEnv(ParallelEnv):
         return observations, rewards, terminations, truncations, infos
 
     def oracle_actions(self) -> dict[str, int]:
-        """What a scripted team that knows the rules does now: the speaker sends the cue it saw
-        when the channel opens, the listener answers with the signal it received."""
-        return {SPEAKER: self._cue, LISTENER: max(self._signal, 0) if self.channel else 0}
+        """What a scripted team that knows the rules does now: the speaker sends the cue it saw,
+        the listener answers with the first signal it received (nothing, with the channel cut)."""
+        return {SPEAKER: self._cue, LISTENER: max(self._first_signal, 0) if self.channel else 0}
 
 
 def parallel_env(**kwargs: Any) -> RelayEnv:
