@@ -32,8 +32,8 @@ class RelayEnv(ParallelEnv):
     metadata = {"name": "relay_v0", "render_modes": []}
 
     def __init__(self, delay: int = 20, n_cues: int = 4, channel: bool = True) -> None:
-        if delay < 4 or n_cues < 2:
-            raise ValueError(f"need delay >= 4 and n_cues >= 2; got delay={delay}, n_cues={n_cues}")
+        if delay < 1 or n_cues < 2:
+            raise ValueError(f"need delay >= 1 and n_cues >= 2; got delay={delay}, n_cues={n_cues}")
         self.delay, self.n_cues, self.channel = int(delay), int(n_cues), bool(channel)
         self.possible_agents = [SPEAKER, LISTENER]
         self.agents: list[str] = []
