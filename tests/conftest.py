@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,10 @@ os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="rlformer-test-config-")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check the Ray modules (below) and skip tests marked gpu when CUDA is absent."""
+    """Check the Ray modules (below), run the shared Ray's tests together (further below) and
+    skip tests marked gpu when CUDA is absent."""
     _check_ray_modules(items)
+    _shared_ray_tests_first(items)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA")
@@ -96,3 +99,68 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return "ray" if _in_ray_scope(nodeid) else nodeid.split("::")[0]
 
     return RayTestsTogether(config, log)
+
+
+# The tests that need an embedded Ray in this process, and not a Ray of their own (one started
+# by the code under test, a cluster, a CLI subprocess), share one: a 2-CPU local Ray started
+# for the first of them and shut down after the last, through the fixture ``local_ray``.
+# Workers see the repository (they import test modules: learners, envs of tests.reliability)
+# and register the rlformer_test/* envs. Within the Ray scope its tests run first, one after
+# another, so that it starts once and no test that starts a Ray of its own runs while it is up.
+SHARED_RAY = "local_ray"
+_shared_ray_started = False
+
+
+def _uses_shared_ray(item: pytest.Item | None) -> bool:
+    return item is not None and SHARED_RAY in getattr(item, "fixturenames", ())
+
+
+def _shared_ray_tests_first(items: list[pytest.Item]) -> None:
+    """Within the Ray scope, the shared Ray's tests first, each group in collection order."""
+    slots = [i for i, item in enumerate(items) if _in_ray_scope(item.nodeid)]
+    ordered = sorted((items[i] for i in slots), key=lambda item: not _uses_shared_ray(item))
+    for i, item in zip(slots, ordered, strict=True):
+        items[i] = item
+
+
+def _start_shared_ray() -> None:
+    global _shared_ray_started
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        return
+    pythonpath = os.pathsep.join(p for p in (str(TESTS.parent), os.environ.get("PYTHONPATH")) if p)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={
+            "env_vars": {"PYTHONPATH": pythonpath},
+            "worker_process_setup_hook": "tests.reliability.tiny.register_test_envs",
+        },
+    )
+    _shared_ray_started = True
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """The shared local Ray (above): up for every test that uses it, joined, never shut down
+    by the tests themselves."""
+    _start_shared_ray()
+    yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the last test in a row that uses the shared Ray (its fixtures torn down: Serve
+    before Ray), shut it down."""
+    global _shared_ray_started
+    try:
+        return (yield)
+    finally:
+        if _shared_ray_started and not _uses_shared_ray(nextitem):
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
+            _shared_ray_started = False

@@ -15,7 +15,9 @@ from tests.algos.test_odt_runs import _played
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_online_collection_on_ray_equals_local(walks: Path, tmp_path: Path) -> None:
+def test_online_collection_on_ray_equals_local(
+    walks: Path, tmp_path: Path, local_ray: None
+) -> None:
     local_episodes, local_sources, local_weights = _played("local", walks, tmp_path / "local")
     ray_episodes, ray_sources, ray_weights = _played("ray", walks, tmp_path / "ray")
     assert local_sources == ray_sources

@@ -106,7 +106,7 @@ def test_learner_reports_ratio_one_then_moves(value_scaling: str | None) -> None
 @pytest.mark.ray
 @pytest.mark.slow
 @pytest.mark.parametrize("torso", ["gtrxl", "lstm"])
-def test_first_epoch_ratio_is_one_ray(torso: str) -> None:
+def test_first_epoch_ratio_is_one_ray(local_ray: None, torso: str) -> None:
     torch.manual_seed(0)
     cfg = _config("CartPole-v1", backend="ray", **{"model.torso": torso})
     model = build_model(cfg)

@@ -103,7 +103,7 @@ def test_learner_trains_on_composite_spaces() -> None:
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_ratio_is_one_and_statistics_equal_on_ray() -> None:
+def test_ratio_is_one_and_statistics_equal_on_ray(local_ray: None) -> None:
     torch.manual_seed(0)
     cfg = _config("ray")
     model = build_model(cfg)

@@ -39,7 +39,7 @@ def test_killed_workers_leave_no_half_batch_and_no_lost_steps(tmp_path: Path) ->
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.timeout(180)
-def test_worker_killed_between_fragments_is_replaced_for_the_checkpoint() -> None:
+def test_worker_killed_between_fragments_is_replaced_for_the_checkpoint(local_ray: None) -> None:
     import os
     import signal
 

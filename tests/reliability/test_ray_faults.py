@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from tests.reliability.tiny import register_test_envs, tiny_config
 ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 RAY = [
     "rollout.backend=ray",
     "rollout.num_workers=2",
@@ -26,20 +24,10 @@ RAY = [
 
 
 @pytest.fixture(scope="module")
-def ray_with_test_envs() -> Iterator[None]:
-    """A local Ray whose worker processes register the rlformer_test/* envs at start-up."""
+def ray_with_test_envs(local_ray: None) -> None:
+    """The shared local Ray (tests/conftest.py), whose worker processes register the
+    rlformer_test/* envs at start-up, and the same envs registered here."""
     register_test_envs()
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={
-            "env_vars": {"PYTHONPATH": str(REPO)},  # workers import tests.reliability.tiny
-            "worker_process_setup_hook": "tests.reliability.tiny.register_test_envs",
-        },
-    )
-    yield
-    ray.shutdown()
 
 
 def test_deterministic_env_bug_ends_with_its_message_after_the_budget(

@@ -63,13 +63,6 @@ def _assert_same(a: Fragment, b: Fragment) -> None:
     assert a.episode_returns == b.episode_returns
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
-
-
 @pytest.mark.parametrize("torso", ["gtrxl", "mlp"])
 def test_ray_returns_exactly_the_local_data(local_ray: None, torso: str) -> None:
     from rlformer.rollout.ray_collector import RayCollector

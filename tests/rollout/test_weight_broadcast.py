@@ -38,13 +38,6 @@ class _Spy:
         return _Recorder(method, self._calls) if name == "set_weights" else method
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
-
-
 @pytest.mark.parametrize("async_sampling", [False, True])
 def test_one_put_per_iteration_and_the_same_reference_to_every_worker(
     local_ray: None, monkeypatch: pytest.MonkeyPatch, async_sampling: bool

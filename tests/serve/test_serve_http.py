@@ -74,13 +74,11 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[dict[str, Any]]:
     """One Serve instance on a free port holding one app per policy under ``/NAME``."""
-    import ray
     from ray import serve
 
     root = tmp_path_factory.mktemp("serve")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     port = _free_port()
     try:
         paths = {}
@@ -96,7 +94,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         yield {"url": f"http://127.0.0.1:{port}", "paths": paths}
     finally:
         serve.shutdown()
-        ray.shutdown()
 
 
 def _episodes(seed: int) -> list[dict[str, Any]]:

@@ -184,13 +184,11 @@ def wait_for_expiry(url: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    import ray
+def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[tuple[str, Path]]:
     from ray import serve
 
     root = tmp_path_factory.mktemp("soak")
     path = _checkpoint(root, "soak", MODEL)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         options = ServeOptions(replicas=REPLICAS, max_batch=32, session_ttl_s=TTL_S)
         port = _free_port()
@@ -208,7 +206,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         yield url, path
     finally:
         serve.shutdown()
-        ray.shutdown()
 
 
 def test_a_thousand_sessions_come_and_go_without_errors_or_growth(

@@ -34,14 +34,12 @@ STATELESS = ["gtrxl", "lstm"]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[dict[str, Any]]:
     """Stateless GTrXL and LSTM apps (two replicas each, one shared key, so that a blob of one
     policy reaches the other's MAC check) and a session-holding DT app, on one free port."""
-    import ray
     from ray import serve
 
     root = tmp_path_factory.mktemp("serve")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     port, key = _free_port(), new_state_key()
     try:
         paths = {name: _checkpoint(root, name, APPS[name][0]) for name in STATELESS}
@@ -55,7 +53,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         yield {"url": f"http://127.0.0.1:{port}", "paths": paths}
     finally:
         serve.shutdown()
-        ray.shutdown()
 
 
 def _act(url: str, body: Any) -> requests.Response:
