@@ -11,7 +11,7 @@ import pytest
 import torch
 
 pytest.importorskip("pettingzoo")
-ray = pytest.importorskip("ray")
+pytest.importorskip("ray")
 
 from rlformer.algos.mappo.algorithm import describe_team, team_worker_spec  # noqa: E402
 from rlformer.algos.mappo.worker import TeamFragment  # noqa: E402
@@ -55,13 +55,6 @@ def _assert_same(a: TeamFragment, b: TeamFragment) -> None:
                 np.testing.assert_array_equal(mine[leaf], theirs[leaf], err_msg=f"{group}.{name}")
         assert torch.equal(fragment.state.actor.hidden, other.state.actor.hidden)
     assert a.episode_returns == b.episode_returns
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
 
 
 def test_ray_returns_exactly_the_local_team_data(local_ray: None) -> None:
