@@ -303,7 +303,7 @@ def main() -> None:
 
     os.makedirs(args.save_dir, exist_ok=True)
     save_folder = tempfile.mkdtemp(
-        prefix=f"{args.task}_{args.actions}_{args.model}_s{args.seed}_", dir=args.save_dir
+        prefix=f"{args.task}_{args.actions}_{args.model}_seed{args.seed}_", dir=args.save_dir
     )
     curve = Curve()
     experiment, task = build_experiment(args, save_folder, [curve])

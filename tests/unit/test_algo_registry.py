@@ -18,7 +18,7 @@ INSTALLED = registered()
 
 
 def test_the_installed_algorithms_come_from_the_entry_points_in_rank_order() -> None:
-    assert [spec.name for spec in INSTALLED] == ["ppo", "dt", "odt"]
+    assert [spec.name for spec in INSTALLED] == ["ppo", "dt", "odt", "mappo"]
     assert TrainConfig.model_fields["algo"].default == "ppo"
 
 
