@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from rlformer.config.sections.base import StrictModel
 from rlformer.core.config import CoreConfig
@@ -37,7 +37,7 @@ class ModelConfig(StrictModel):
     shared_torso: bool = Field(
         True, description="Actor and critic share one torso (false: two separate torsos)."
     )
-    mlp_hidden: list[int] = Field(
+    mlp_hidden: list[PositiveInt] = Field(
         default_factory=lambda: [64, 64], description="Hidden sizes of the MLP torso."
     )
     recurrent_hidden: int = Field(
