@@ -99,6 +99,15 @@ class FragmentBuffers:
         )
 
 
+def pickled_envs(envs: list[Any]) -> tuple[bytes | None, str | None]:
+    """``envs`` pickled with cloudpickle, or None and why they cannot be (open files, locks,
+    simulator handles): a resumed worker then starts fresh episodes instead."""
+    try:
+        return cloudpickle.dumps(envs), None
+    except Exception as err:  # pickling raises TypeError, AttributeError, PicklingError ...
+        return None, f"{type(err).__name__}: {err}"
+
+
 def worker_seed(base_seed: int, worker_index: int) -> int:
     """Distinct, reproducible seed per worker (env slot i of worker w gets seed + i)."""
     return base_seed + 10_007 * (worker_index + 1)
@@ -417,11 +426,7 @@ class RolloutWorker(WorkerProcess):
         locks, simulator handles) is left out: ``unpicklable_envs`` then says why, and
         :meth:`set_state` starts fresh episodes instead of continuing the saved ones.
         """
-        try:
-            envs: bytes | None = cloudpickle.dumps(list(self.envs.envs))
-            problem = None
-        except Exception as err:  # pickling raises TypeError, AttributeError, PicklingError ...
-            envs, problem = None, f"{type(err).__name__}: {err}"
+        envs, problem = pickled_envs(list(self.envs.envs))
         blob = cloudpickle.dumps(
             {
                 "envs": envs,

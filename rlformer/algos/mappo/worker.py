@@ -34,7 +34,7 @@ from rlformer.networks.encoders import to_torch
 from rlformer.networks.normalization import moments
 from rlformer.networks.spaces import Tree, flatten_obs, tree_set, tree_stack
 from rlformer.rollout.fragment import Fragment
-from rlformer.rollout.worker import FragmentBuffers, WorkerProcess, worker_seed
+from rlformer.rollout.worker import FragmentBuffers, WorkerProcess, pickled_envs, worker_seed
 
 
 def build_team_model(team: Team, model_cfg: ModelConfig) -> nn.ModuleDict:
@@ -399,11 +399,7 @@ class MultiAgentWorker(WorkerProcess):
     # ------------------------------------------------------------ resume
     def get_state(self) -> dict[str, Any]:
         """Everything that determines future rollouts, pickled (envs with cloudpickle)."""
-        try:
-            envs: bytes | None = cloudpickle.dumps(self.envs)
-            problem = None
-        except Exception as err:
-            envs, problem = None, f"{type(err).__name__}: {err}"
+        envs, problem = pickled_envs(self.envs)
         blob = cloudpickle.dumps(
             {
                 "envs": envs,
