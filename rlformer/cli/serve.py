@@ -86,7 +86,7 @@ def serve_command(
     except (OSError, ValueError) as err:
         fail(f"--state-key-file: {err}")
     try:
-        loaded = load_servable(policy, trust=trust_checkpoint)
+        loaded = load_servable(policy, trust=trust_checkpoint, stateless=stateless)
     except (*user_errors(), UnservablePolicy) as err:
         fail(str(err))
     options = ServeOptions(

@@ -15,7 +15,7 @@ the same way.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any
 
@@ -132,9 +132,10 @@ def _export_batch_axes(policy: Policy) -> dict[str, int] | None:
     }
 
 
-def _rounds(requests: list[StepRequest]) -> list[list[int]]:
-    """Indices in rounds where each session appears at most once, in arrival order (stateless
-    steps carry their own state, so they never wait for one another)."""
+def session_rounds(requests: Sequence[Any]) -> list[list[int]]:
+    """Indices in rounds where each session (a request's ``session_id``) appears at most once,
+    in arrival order (stateless steps, id None, carry their own state, so they never wait for
+    one another)."""
     rounds: list[list[int]] = []
     for i, request in enumerate(requests):
         sid = request.session_id
@@ -158,7 +159,7 @@ def step_batch(
     """Every request's result, in order; ``on_batch(size)`` hears each ``act`` call's size.
     Stateless requests get their next state back sealed by ``seal`` (``{"state": blob}``)."""
     results: list[Result] = [{} for _ in requests]
-    for round_ in _rounds(requests):
+    for round_ in session_rounds(requests):
         for deterministic in (True, False):
             group = [i for i in round_ if requests[i].deterministic == deterministic]
             if group:

@@ -30,11 +30,11 @@ from ray.serve.handle import DeploymentHandle
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from rlformer.policies.base import Policy
-from rlformer.serve.batched_steps import RowOps, parse_step, row_ops, step_batch
-from rlformer.serve.messages import RequestError, jsonable
+from rlformer.serve.batched_steps import row_ops
+from rlformer.serve.messages import RequestError
 from rlformer.serve.sessions import SessionStore
-from rlformer.serve.state_blob import StateCodec, new_state_key, policy_fingerprint
+from rlformer.serve.state_blob import new_state_key
+from rlformer.serve.steps import check_servable, session_steps, state_codec
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -55,25 +55,18 @@ class ServeOptions:
     server_id: str = ""  # answered by /v1/health, so a launcher knows its own server answers
 
 
-def state_codec(policy: Policy, ops: RowOps, key_hex: str) -> StateCodec:
-    """The codec of ``policy``'s sealed states: its shapes (a new episode's state, every
-    optional part present), its identity and the server key."""
-    return StateCodec(ops.initial(0.0), policy_fingerprint(policy), key_hex)
-
-
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024)
 class PolicyReplica:
     """Holds its sessions' states and steps them in batches of up to ``max_batch``."""
 
-    def __init__(self, policy: Policy, index: int, options: dict[str, Any]) -> None:
+    def __init__(self, servable: Any, index: int, options: dict[str, Any]) -> None:
         import torch
 
         torch.set_num_threads(1)  # small batched models: one thread per replica scales best
         opts = ServeOptions(**options)
-        self.policy, self.index = policy, index
-        self.ops = row_ops(policy)
+        self.index = index
+        self.steps = session_steps(servable, opts.stateless, opts.state_key)
         self.store = SessionStore(opts.session_ttl_s, opts.max_sessions)
-        self.codec = state_codec(policy, self.ops, opts.state_key) if opts.stateless else None
         self.incarnation = uuid.uuid4().hex[:12]
         self.batch_sizes: Counter[int] = Counter()
         self._step.set_max_batch_size(opts.max_batch)
@@ -81,11 +74,8 @@ class PolicyReplica:
 
     async def act(self, session_id: str | None, body: Any) -> dict[str, Any]:
         """One step; ``session_id`` None: a stateless step (its state in ``body``)."""
-        open_state = None if self.codec is None else self.codec.open
         try:
-            if session_id is None and self.codec is None:
-                raise RequestError(500, "a stateless step reached a replica without a codec")
-            request = parse_step(self.policy, session_id, body, open_state)
+            request = self.steps.parse(session_id, body)
         except RequestError as err:
             result = err.payload()
         else:
@@ -94,8 +84,7 @@ class PolicyReplica:
 
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.002)
     async def _step(self, requests: list) -> list[dict[str, Any]]:
-        seal = None if self.codec is None else self.codec.seal
-        return step_batch(self.policy, self.ops, self.store, requests, self._count, seal)
+        return self.steps.step(requests, self.store, self._count)
 
     def _count(self, size: int) -> None:
         self.batch_sizes[size] += 1
@@ -114,22 +103,7 @@ class PolicyReplica:
         }
 
     def describe(self) -> dict[str, Any]:
-        from rlformer.export.space_codec import space_to_data
-
-        info = {k: v for k, v in vars(self.policy.info).items() if k != "training_env"}
-        codec = self.codec
-        return jsonable(
-            {
-                "observation_space": space_to_data(self.policy.observation_space),
-                "action_space": space_to_data(self.policy.action_space),
-                "info": {**info, "training_env": _env_data(self.policy.info.training_env)},
-                "serving": {
-                    "stateless": codec is not None,
-                    "max_state_chars": None if codec is None else codec.max_chars,
-                    "policy_id": None if codec is None else codec.policy_id,
-                },
-            }
-        )
+        return self.steps.describe()
 
 
 def resident_bytes() -> int | None:
@@ -140,11 +114,6 @@ def resident_bytes() -> int | None:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
-
-
-def _env_data(env: Any) -> Any:
-    """The training env's config as JSON data (a pydantic model, or None when unknown)."""
-    return None if env is None else env.model_dump(mode="json")
 
 
 def _error(err: RequestError) -> JSONResponse:
@@ -332,12 +301,14 @@ class Router:
         }
 
 
-def build_app(policy: Policy, options: ServeOptions) -> Any:
-    """The Serve application for ``policy`` (a bound ``Router`` over its replicas).
+def build_app(policy: Any, options: ServeOptions) -> Any:
+    """The Serve application for ``policy`` (a bound ``Router`` over its replicas): a
+    :class:`~rlformer.policies.base.Policy`, or a team that brings its own steps.
 
     Stateless: the key is made here when none is given, so that every replica shares it, and
     the router's body limit grows by the longest state blob the policy's state can need.
     """
+    check_servable(policy, options.stateless)
     router_options = dict(asdict(options))
     if options.stateless:
         if not options.state_key:

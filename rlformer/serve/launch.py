@@ -27,16 +27,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rlformer.policies.base import Policy
-from rlformer.serve.batched_steps import row_ops
 from rlformer.serve.deployments import ServeOptions, build_app
+from rlformer.serve.steps import check_servable
 
 APP_NAME = "rlformer"
 READY_TIMEOUT_S = 180.0
 
 
-def load_servable(spec: str | Path, trust: bool = False) -> Policy:
-    """The policy to serve, loaded here so that a bad path or kind fails before Ray starts.
+def load_servable(spec: str | Path, trust: bool = False, stateless: bool = False) -> Any:
+    """The policy (or multi-agent team) to serve, loaded here so that a bad path or kind, or a
+    servable that cannot be served as asked, fails before Ray starts.
 
     The loaded object (not the path) is shipped to the replicas, so cluster nodes need no
     copy of the checkpoint or export.
@@ -44,7 +44,7 @@ def load_servable(spec: str | Path, trust: bool = False) -> Policy:
     from rlformer.policies import load_policy
 
     policy = load_policy(spec, trust=trust)
-    row_ops(policy)  # refuses a policy whose state cannot be batched per session
+    check_servable(policy, stateless)  # e.g. a state that cannot be batched per session
     return policy
 
 
@@ -109,7 +109,7 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def start(
-    policy: Policy,
+    policy: Any,
     options: ServeOptions,
     host: str = "127.0.0.1",
     port: int = 8000,
@@ -253,7 +253,7 @@ def wait_until_ready(
 
 
 def serve_forever(
-    policy: Policy,
+    policy: Any,
     options: ServeOptions,
     announce: Callable[[str], None] = print,
     **where: Any,

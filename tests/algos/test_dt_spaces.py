@@ -390,9 +390,9 @@ def test_dict_observation_dt_sessions_batch_and_travel_in_state_blobs(tmp_path: 
     from rlformer.algos.dt.loading import build_dt
     from rlformer.runs.checkpoints import encode_spec, write_checkpoint_file
     from rlformer.serve.batched_steps import parse_step, row_ops, step_batch
-    from rlformer.serve.deployments import state_codec
     from rlformer.serve.sessions import SessionStore
     from rlformer.serve.state_blob import new_state_key
+    from rlformer.serve.steps import state_codec
 
     sets = [
         "algo=dt",

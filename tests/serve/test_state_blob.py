@@ -21,7 +21,6 @@ from rlformer.config import load_config
 from rlformer.policies import Policy, load_policy
 from rlformer.runs.checkpoints import encode_spec, write_checkpoint_file
 from rlformer.serve.batched_steps import StepRequest, parse_step, row_ops, step_batch
-from rlformer.serve.deployments import state_codec
 from rlformer.serve.messages import RequestError
 from rlformer.serve.sessions import SessionStore
 from rlformer.serve.state_blob import (
@@ -31,6 +30,7 @@ from rlformer.serve.state_blob import (
     policy_fingerprint,
     read_state_key,
 )
+from rlformer.serve.steps import state_codec
 from tests.serve.test_serve_http import APPS, _checkpoint, _episodes
 
 KEY = new_state_key()

@@ -135,6 +135,18 @@ class ExportedTeam:
             env.close()
         return TeamResults([played[s] for s in sorted(played)])
 
+    def serving_steps(self) -> Any:
+        """How ``rlformer serve`` steps this team, from the graphs
+        (:mod:`rlformer.algos.mappo.serving`)."""
+        from rlformer.algos.mappo.serving import TeamSteps
+
+        env = make_parallel_env(self.cfg)
+        try:
+            team = build_team(self.cfg, env)
+        finally:
+            env.close()
+        return TeamSteps(team, dict(self.policies), self.info.name, self.cfg.env)
+
     def evaluate_own_task(
         self, episodes: int, seeds: int, num_envs: int, deterministic: bool
     ) -> list[EvaluationReport]:

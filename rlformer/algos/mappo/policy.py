@@ -8,7 +8,7 @@ are, from a package installed here; the weights are read without unpickling.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -16,9 +16,11 @@ from rlformer.algos.mappo.algorithm import describe_team
 from rlformer.algos.mappo.config import mappo_section
 from rlformer.algos.mappo.evaluation import TeamResults, play_team
 from rlformer.algos.mappo.export import export_team, team_reports
+from rlformer.algos.mappo.serving import TeamSteps
 from rlformer.config import TrainConfig
 from rlformer.evaluation.report import EvaluationReport
-from rlformer.policies.base import PolicyInfo
+from rlformer.networks.actor_critic import ActorCritic
+from rlformer.policies.base import Policy, PolicyInfo
 from rlformer.runs.checkpoints import checkpoint_config, load_weights
 
 
@@ -43,6 +45,18 @@ class TeamPolicy:
     ) -> list[EvaluationReport]:
         """One report over ``seeds`` x ``episodes`` episodes (:func:`team_reports`)."""
         return team_reports(self, episodes, seeds, num_envs, deterministic)
+
+    def serving_steps(self) -> TeamSteps:
+        """How ``rlformer serve`` steps this team (:mod:`rlformer.algos.mappo.serving`)."""
+        from rlformer.algos.ppo.policy import ActorCriticPolicy
+
+        team, model = describe_team(self.cfg)
+        model.load_state_dict(self.weights)
+        policies: dict[str, Policy] = {
+            g.name: ActorCriticPolicy(cast(ActorCritic, model[g.name]), self.info)
+            for g in team.groups
+        }
+        return TeamSteps(team, policies, self.info.name, self.task)
 
     def export_to(self, out: str | Path, fmt: str = "onnx") -> Path:
         """One graph per group and ``team.json`` (:mod:`rlformer.algos.mappo.export`)."""
