@@ -48,13 +48,15 @@ def _rows(run: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith(("time/", "resumed"))} for r in rows]
 
 
-@pytest.mark.slow
-def test_killed_run_resumes_to_the_run_left_alone(tmp_path: Path) -> None:
-    whole = _run("train", *_sets(*SETS, f"run.root={tmp_path}", "run.name=whole"))
+def check_killed_run_resumes_to_the_run_left_alone(tmp_path: Path, *extra: str) -> Path:
+    """A run SIGKILLed after a few checkpoints and resumed ends with the weights and training
+    rows of the same run left alone; the straight run's directory."""
+    sets = [*SETS, *extra]
+    whole = _run("train", *_sets(*sets, f"run.root={tmp_path}", "run.name=whole"))
     assert whole.returncode == 0, whole.stderr[-2000:]
     killed_root = tmp_path / "killed"
     proc = subprocess.Popen(
-        _cli("train", *_sets(*SETS, f"run.root={killed_root}", "run.name=killed")),
+        _cli("train", *_sets(*sets, f"run.root={killed_root}", "run.name=killed")),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -76,6 +78,12 @@ def test_killed_run_resumes_to_the_run_left_alone(tmp_path: Path) -> None:
         assert torch.equal(tensor, b["model"][key]), key
     training = [r for r in _rows(straight) if "rollout/return_mean" in r]
     assert training == [r for r in _rows(run) if "rollout/return_mean" in r]
+    return straight
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_run_left_alone(tmp_path: Path) -> None:
+    straight = check_killed_run_resumes_to_the_run_left_alone(tmp_path)
     # The team is scored by rlformer eval from the run: team and per-agent returns.
     shown = _run("eval", str(straight), "--episodes", "6", "--json", str(tmp_path / "e.json"))
     assert shown.returncode == 0, shown.stderr[-2000:]

@@ -21,5 +21,6 @@ MAPPO = AlgorithmSpec(
     policy_loader="rlformer.algos.mappo.policy:team_policy",
     export_loader="rlformer.algos.mappo.export:ExportedTeam",
     budget_key="mappo.total_steps",
+    async_sampling=True,
     planned_iterations=planned_iterations,
 )
