@@ -1,7 +1,7 @@
-"""Multi-agent runs with asynchronous Ray sampling (the next batch samples while the groups
-learn): a run SIGKILLed after a checkpoint resumes, its batch in flight included, to the run
-left alone, and the batches from older weights take the decoupled PPO update. Apart from
-test_mappo_ray.py, whose tests share one embedded Ray: these start their own, through the CLI."""
+"""Multi-agent runs with asynchronous sampling on a ``ray start`` cluster (the next batch
+samples while the groups learn): a run SIGKILLed after a checkpoint resumes, its batch in flight
+included, to the run left alone, and the batches from older weights take the decoupled PPO
+update. Apart from test_mappo_ray.py, whose tests share one embedded Ray."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tests.multiagent.test_mappo_cli import (  # noqa: E402
     _rows,
     check_killed_run_resumes_to_the_run_left_alone,
 )
+from tests.serve.test_cluster import ray_head  # noqa: E402
 
 ASYNC_RAY = [
     "rollout.backend=ray",
@@ -28,7 +29,14 @@ ASYNC_RAY = [
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_killed_async_ray_team_run_resumes_to_the_run_left_alone(tmp_path: Path) -> None:
-    straight = check_killed_run_resumes_to_the_run_left_alone(tmp_path, *ASYNC_RAY)
+def test_killed_async_team_run_on_a_cluster_resumes_to_the_run_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with ray_head(tmp_path) as (address, token):
+        monkeypatch.setenv("RAY_AUTH_MODE", "token")  # the CLI runs inherit the token
+        monkeypatch.setenv("RAY_AUTH_TOKEN", token)
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+        extra = [*ASYNC_RAY, f"rollout.ray_address={address}"]
+        straight = check_killed_run_resumes_to_the_run_left_alone(tmp_path, *extra)
     rows = [r for r in _rows(straight) if "agent/ppo/behaviour_ratio_error_mean" in r]
     assert len(rows) >= 10  # every batch after the first comes from the previous weights

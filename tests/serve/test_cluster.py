@@ -57,6 +57,13 @@ def _env(**values: str) -> dict[str, str]:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A one-node Ray cluster (:func:`ray_head`); its address and token."""
+    with ray_head(tmp_path) as head:
+        yield head
+
+
+@contextlib.contextmanager
+def ray_head(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A one-node Ray cluster (2 CPUs) started with ``ray start --head --block`` and token
     authentication (Ray's default when a token exists); its address and token."""
     temp_dir = Path(tempfile.mkdtemp(prefix="rfc", dir="/tmp"))  # short: Ray's socket paths
