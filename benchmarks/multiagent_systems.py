@@ -17,8 +17,13 @@ holding the same envs between them. The scaling model beside them:
 
 with ``a + b e`` one worker's seconds per env step at ``e`` envs (fitted on in-process workers at
 three sizes), ``C`` cores and ``o(W) = o1 + (W - 1) d`` Ray's per-collect overhead (weights out,
-fragments back, scheduling), fitted on the Ray rows. It is checked on this machine's rows and
-projected for a 16-core node with ``--envs`` envs per worker (workers added with their envs).
+fragments back, scheduling): ``o1`` from the Ray W=1 row; ``d``, what each further worker adds,
+is one more weight broadcast and one more fragment transfer, priced with the single-agent
+scaling benchmark's fits (``benchmarks/results/scaling/scaling.json``, seconds per extra
+broadcast reader and per transferred byte) at this team fragment's pickled size, since two
+workers on two cores cannot resolve it. The model is checked on the Ray W=2 row and projected
+for a 16-core node with ``--envs`` envs per worker (workers added with their envs). It covers
+collection only: the groups' update in the driver is not in it.
 
 **serve**: the same team behind ``rlformer serve`` (one replica; the team app answers all three
 agents of an env step in one request), against the same group network served as a single-agent
@@ -36,6 +41,7 @@ import argparse
 import asyncio
 import json
 import os
+import pickle
 import platform
 import socket
 import statistics
@@ -69,9 +75,15 @@ def _commit() -> str:
 
 
 # ------------------------------------------------------------------ rollouts
-def worker_step_seconds(envs: list[int], fragment: int, repeats: int) -> dict[int, float]:
-    """One in-process worker's seconds per env step at each env count (median of repeats)."""
-    out = {}
+SCALING = REPO / "benchmarks" / "results" / "scaling" / "scaling.json"
+
+
+def worker_step_seconds(
+    envs: list[int], fragment: int, repeats: int
+) -> tuple[dict[int, float], dict[int, int]]:
+    """One in-process worker's seconds per env step at each env count (median of repeats),
+    and its fragment's pickled bytes."""
+    out, sizes = {}, {}
     for e in envs:
         cfg = _cfg(f"rollout.envs_per_worker={e}", f"rollout.fragment_length={fragment}")
         worker = MultiAgentWorker(cfg.mappo, cfg.model, e, fragment, 0)  # type: ignore[attr-defined]
@@ -80,11 +92,12 @@ def worker_step_seconds(envs: list[int], fragment: int, repeats: int) -> dict[in
         times = []
         for _ in range(repeats):
             started = time.perf_counter()
-            worker.sample()
+            sampled = worker.sample()
             times.append(time.perf_counter() - started)
         worker.close()
         out[e] = statistics.median(times) / fragment
-    return out
+        sizes[e] = len(pickle.dumps(sampled))
+    return out, sizes
 
 
 def rollout_rows(envs: int, fragment: int, rounds: int) -> dict[str, float]:
@@ -121,10 +134,27 @@ def rollout_rows(envs: int, fragment: int, rounds: int) -> dict[str, float]:
     return {label: statistics.median(t) for label, t in times.items()}
 
 
+def extra_worker_seconds(fragment_bytes: int) -> tuple[float, str]:
+    """What one more worker adds to a collect: a broadcast reader and a fragment transfer."""
+    fits = json.loads(SCALING.read_text())["benchmarks"]
+    broadcast, transfer = fits["broadcast"], fits["transfer"]
+    seconds = (
+        broadcast["s_per_extra_worker"]
+        + transfer["fixed_s"]
+        + fragment_bytes * transfer["s_per_byte"]
+    )
+    return seconds, str(SCALING.relative_to(REPO))
+
+
 def scaling_model(
-    per_step: dict[int, float], collect_s: dict[str, float], envs: int, fragment: int, cores: int
+    per_step: dict[int, float],
+    collect_s: dict[str, float],
+    envs: int,
+    fragment: int,
+    cores: int,
+    fragment_bytes: int,
 ) -> dict[str, Any]:
-    """Fit ``a + b e`` and ``o(W)``; check on this machine's rows; project on ``cores``."""
+    """Fit ``a + b e`` and ``o1``, price ``d``; check on the W=2 row; project on ``cores``."""
     e = np.array(sorted(per_step), dtype=float)
     b, a = np.polyfit(e, [per_step[int(k)] for k in e], 1)
 
@@ -133,12 +163,12 @@ def scaling_model(
 
     here = os.cpu_count() or 1
     o1 = collect_s["ray W=1"] - rollout_s(1, envs, here)
-    o2 = collect_s["ray W=2"] - rollout_s(2, envs / 2, here)
-    d = max(0.0, o2 - o1)  # noise can make it negative: no worker makes the others faster
+    d, source = extra_worker_seconds(fragment_bytes)
     checked = {
         label: {
             "measured_steps_per_s": envs * fragment / collect_s[label],
-            "predicted_steps_per_s": envs * fragment
+            "predicted_steps_per_s": envs
+            * fragment
             / (rollout_s(w, envs / w, here) + o1 + (w - 1) * d),
         }
         for label, w in (("ray W=1", 1), ("ray W=2", 2))
@@ -147,11 +177,21 @@ def scaling_model(
     for workers in (1, 2, 4, 8, 16, 32):
         seconds = rollout_s(workers, envs, cores) + o1 + (workers - 1) * d
         projection.append(
-            {"workers": workers, "envs": envs * workers, "steps_per_s": envs * workers
-             * fragment / seconds}  # fmt: skip
+            {
+                "workers": workers,
+                "envs": envs * workers,
+                "steps_per_s": envs * workers * fragment / seconds,
+            }  # fmt: skip
         )
     return {
-        "fit": {"a_s": a, "b_s_per_env": b, "o1_s": o1, "d_s_per_worker": d},
+        "fit": {
+            "a_s": a,
+            "b_s_per_env": b,
+            "o1_s": o1,
+            "d_s_per_worker": d,
+            "d_from": source,
+            "fragment_bytes": fragment_bytes,
+        },  # fmt: skip
         "checked_here": checked,
         "projection_cores": cores,
         "projection": projection,
@@ -159,17 +199,26 @@ def scaling_model(
 
 
 def rollouts(args: argparse.Namespace) -> dict[str, Any]:
-    per_step = worker_step_seconds([2, 4, 8] if not args.quick else [2, 4], args.fragment,
-                                   args.repeats)  # fmt: skip
+    sizes = sorted({2, 4, args.envs})
+    per_step, fragment_bytes = worker_step_seconds(sizes, args.fragment, args.repeats)
     collect_s = rollout_rows(args.envs, args.fragment, args.rounds)
     steps = args.envs * args.fragment
     table = {
         label: {"env_steps_per_s": steps / s, "agent_steps_per_s": AGENTS * steps / s}
         for label, s in collect_s.items()
     }
-    model = scaling_model(per_step, collect_s, args.envs, args.fragment, args.cores)
-    return {"envs": args.envs, "fragment": args.fragment, "rounds": args.rounds,
-            "worker_step_s": per_step, "collect_s": collect_s, "rows": table, "model": model}  # fmt: skip
+    model = scaling_model(
+        per_step, collect_s, args.envs, args.fragment, args.cores, fragment_bytes[args.envs]
+    )
+    return {
+        "envs": args.envs,
+        "fragment": args.fragment,
+        "rounds": args.rounds,
+        "worker_step_s": per_step,
+        "collect_s": collect_s,
+        "rows": table,
+        "model": model,
+    }
 
 
 # ------------------------------------------------------------------ serving
@@ -285,6 +334,26 @@ async def measure(url: str, kind: str, clients: int, warmup: float, seconds: flo
     }
 
 
+def in_process_team_step_ms(steps: Any, repeats: int = 300) -> float:
+    """Median milliseconds of one team step without HTTP or Ray: parsing, one forward pass for
+    the three agents' rows, storing their states."""
+    from rlformer.serve.sessions import SessionStore
+
+    store, rng = SessionStore(600.0, 16), np.random.default_rng(0)
+    agents = [f"agent_{k}" for k in range(AGENTS)]
+    times = []
+    for t in range(repeats):
+        body = {
+            "observations": {a: rng.uniform(-1, 1, 18).tolist() for a in agents},
+            "rewards": None if t % EPISODE_STEPS == 0 else dict.fromkeys(agents, -1.0),
+            "episode_start": t % EPISODE_STEPS == 0,
+        }
+        started = time.perf_counter()
+        steps.step([steps.parse("bench", body)], store, lambda size: None)
+        times.append(time.perf_counter() - started)
+    return 1e3 * statistics.median(times)
+
+
 def serving(args: argparse.Namespace) -> dict[str, Any]:
     import ray
     from ray import serve
@@ -295,6 +364,7 @@ def serving(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     try:
         steps, _ = start_apps(port)
+        step_ms = in_process_team_step_ms(steps)
         state_size = steps.team.state_size
         base = f"http://127.0.0.1:{port}"
         for clients in args.clients:
@@ -307,7 +377,12 @@ def serving(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         serve.shutdown()
         ray.shutdown()
-    return {"clients": args.clients, "seconds": args.seconds, "rows": rows}
+    return {
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "in_process_team_step_ms": step_ms,
+        "rows": rows,
+    }
 
 
 def main() -> None:
