@@ -5,6 +5,7 @@ export; malformed requests get a 4xx JSON line and leave other sessions alone.""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import socket
@@ -41,7 +42,7 @@ OVERRIDES = [
     "model.core={n_layers: 1, d_model: 16, n_heads: 2, d_ff: 32, memory_length: 8}",
     "model.prev_action_reward=true",  # the rewards of a request reach the model
 ]
-SESSIONS, EPISODES, TIMEOUT = 12, 2, 30
+SESSIONS, EPISODES, TIMEOUT = 8, 2, 30
 
 
 def _checkpoint(path: Path) -> Path:
@@ -90,6 +91,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterato
         serve.shutdown()
 
 
+@functools.cache
 def _offline(checkpoint: Path, seed: int) -> list[dict[str, int]]:
     """Each step's greedy actions, per agent, of the episode from env seed ``seed`` played by
     the rollout worker (evaluation mode), as training and ``rlformer eval`` play it."""

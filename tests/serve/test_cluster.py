@@ -107,7 +107,9 @@ def ray_head(tmp_path: Path) -> Iterator[tuple[str, str]]:
         )
         yield f"127.0.0.1:{port}", token
     finally:
-        _stop(head)
+        # A head node given SIGTERM spends ~30 s stopping gracefully; this cluster is the
+        # test's own (its own temp dir and process group), so a short grace then SIGKILL.
+        _stop(head, grace=5)
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
