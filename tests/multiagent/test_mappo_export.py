@@ -46,9 +46,10 @@ def test_exported_team_scores_what_the_run_scores(task: str, tmp_path: Path) -> 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     team = json.loads((out / "team.json").read_text())
-    for group in team["groups"]:
-        inputs = json.loads((out / group / "policy.json").read_text())["inputs"]
-        names = {spec["name"] for spec in inputs}
+    for group, agents in team["groups"].items():
+        meta = json.loads((out / group / "policy.json").read_text())
+        assert meta["team"] == {"group": group, "agents": {a: k for k, a in enumerate(agents)}}
+        names = {spec["name"] for spec in meta["inputs"]}
         assert "obs.obs" in names and "obs.agent_id" in names
         assert "obs.state" not in names  # the central critic's input is not deployed
     trained, exported = load_policy(run), load_policy(out)

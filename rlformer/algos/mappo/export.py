@@ -44,6 +44,7 @@ def export_team(policy: Any, out: str | Path, fmt: str = "onnx") -> Path:
         info = PolicyInfo(f"{policy.info.name} ({group.name})", "ppo")
         network = cast(ActorCritic, model[group.name])
         export_policy(ActorCriticPolicy(network, info), out / group.name, fmt)
+        name_group_agents(out / group.name, group.name, group.agents)
     meta = {
         "format": "rlformer-team",
         "kind": "mappo",
@@ -53,6 +54,15 @@ def export_team(policy: Any, out: str | Path, fmt: str = "onnx") -> Path:
     }
     (out / TEAM_FILE).write_text(json.dumps(meta, indent=1) + "\n")
     return out
+
+
+def name_group_agents(directory: Path, group: str, agents: tuple[str, ...]) -> None:
+    """Add to a group's ``policy.json`` which agents it acts for: its ``team`` entry, with each
+    agent's row index (the one-hot ``obs.agent_id`` input where the run has one)."""
+    path = directory / "policy.json"
+    meta = json.loads(path.read_text())
+    meta["team"] = {"group": group, "agents": {agent: k for k, agent in enumerate(agents)}}
+    path.write_text(json.dumps(meta, indent=1, allow_nan=False) + "\n")
 
 
 class ExportedTeam:
