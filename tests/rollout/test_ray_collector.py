@@ -161,12 +161,12 @@ def test_worker_killed_with_a_batch_in_flight_is_replaced_and_samples_it_again(
         collector.close()
 
 
-def test_async_sampling_needs_the_ray_backend_and_ppo() -> None:
+def test_async_sampling_needs_the_ray_backend_and_an_algorithm_that_samples_ahead() -> None:
     with pytest.raises(
         ValueError, match=r"rollout: async_sampling needs backend=ray \(--set rollout.backend=ray\)"
     ):
         _cfg("rollout.backend=local", "rollout.async_sampling=true")
-    with pytest.raises(ValueError, match="for algo ppo only"):
+    with pytest.raises(ValueError, match="for algo ppo and mappo only, not dt"):
         _cfg("algo=dt", "rollout.async_sampling=true")
 
 

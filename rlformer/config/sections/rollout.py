@@ -49,9 +49,9 @@ class RolloutConfig(StrictModel):
     )
     async_sampling: bool = Field(
         False,
-        description="Ray backend, PPO: workers sample the next fragment with the previous "
-        "weights while the learner updates (one policy version of lag; faster where sampling "
-        "and updating each take a core).",
+        description="Ray backend, PPO and multi-agent PPO: workers sample the next fragment with "
+        "the previous weights while the learner updates (one policy version of lag; faster where "
+        "sampling and updating each take a core).",
     )
 
     compile_act: bool = Field(
