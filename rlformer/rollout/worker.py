@@ -101,11 +101,36 @@ class FragmentBuffers:
 
 def pickled_envs(envs: list[Any]) -> tuple[bytes | None, str | None]:
     """``envs`` pickled with cloudpickle, or None and why they cannot be (open files, locks,
-    simulator handles): a resumed worker then starts fresh episodes instead."""
+    simulator handles, or an env that pickling rebuilds fresh): a resumed worker then starts
+    fresh episodes instead."""
+    rebuilt = rebuilt_on_unpickling(envs)
+    if rebuilt is not None:
+        return None, rebuilt
     try:
         return cloudpickle.dumps(envs), None
     except Exception as err:  # pickling raises TypeError, AttributeError, PicklingError ...
         return None, f"{type(err).__name__}: {err}"
+
+
+def rebuilt_on_unpickling(envs: list[Any]) -> str | None:
+    """Why ``envs`` would come back from a pickle as new, never-reset envs (None: they would
+    not): an env inside them that pickles through gymnasium's ``EzPickle`` (Box2D, MuJoCo and
+    MPE envs, among others) is rebuilt from its constructor's arguments, its episode lost,
+    while the wrappers around it keep theirs; stepping such a pair fails or goes wrong."""
+    from gymnasium.utils.ezpickle import EzPickle
+
+    for env in envs:
+        seen: set[int] = set()
+        layer: Any = env
+        while layer is not None and id(layer) not in seen:
+            seen.add(id(layer))
+            if isinstance(layer, EzPickle):
+                return (
+                    f"{type(layer).__name__} pickles through gymnasium's EzPickle, which "
+                    "rebuilds it fresh: its episode cannot be saved"
+                )
+            layer = getattr(layer, "aec_env", None) or vars(layer).get("env")
+    return None
 
 
 def worker_seed(base_seed: int, worker_index: int) -> int:
@@ -447,11 +472,13 @@ class RolloutWorker(WorkerProcess):
         """Restore :meth:`get_state`'s output (from a trusted checkpoint only: it unpickles)."""
         data = pickle.loads(saved["state"])
         self.generator.set_state(data["generator"])
-        if data["envs"] is None:
-            # The envs could not be saved: start new episodes, seeded apart from the first ones.
+        envs = None if data["envs"] is None else pickle.loads(data["envs"])
+        if envs is None or rebuilt_on_unpickling(envs) is not None:
+            # The envs could not be saved (or a checkpoint holds envs that came back new): start
+            # new episodes, seeded apart from the first ones.
             self._start_episodes(self.seed + 1_000_003)
             return
-        self.envs.envs = pickle.loads(data["envs"])
+        self.envs.envs = envs
         self.obs = data["obs"]
         self.episode_start = data["episode_start"]
         self.state = data["state"]

@@ -33,7 +33,7 @@ from rlformer.rollout.worker_spec import WorkerSpec
 from rlformer.runs.algorithm import Evaluation, Progress
 from rlformer.runs.checkpoints import seal_state, unseal_state
 from rlformer.runs.directory import MIN_FREE_BYTES, check_run_root
-from rlformer.runs.loop import checkpoint_bytes_estimate
+from rlformer.runs.loop import checkpoint_bytes_estimate, log_line
 
 RECENT_EPISODES = 100
 
@@ -92,6 +92,7 @@ class MAPPO:
         self._restored_workers: list[dict[str, Any]] | None = None
         self.recent_returns: list[float] = []
         self.recent_successes: list[float] = []
+        self._warned_envs = False
 
     @classmethod
     def dry_run(cls, cfg: TrainConfig) -> str:
@@ -181,6 +182,14 @@ class MAPPO:
     def state(self) -> dict[str, Any]:
         assert self.collector is not None
         states = self.collector.get_state()
+        problems = sorted({s["unpicklable_envs"] for s in states if s["unpicklable_envs"]})
+        if problems and not self._warned_envs:
+            self._warned_envs = True
+            log_line(
+                f"warning: mappo.env {mappo_section(self.cfg).env!r} cannot be saved "
+                f"({problems[0]}); checkpoints are written without env state, so a resumed run "
+                "starts fresh episodes"
+            )
         return {
             "spec": {
                 "groups": {g.name: list(g.agents) for g in self.team.groups},

@@ -34,7 +34,13 @@ from rlformer.networks.encoders import to_torch
 from rlformer.networks.normalization import moments
 from rlformer.networks.spaces import Tree, flatten_obs, tree_set, tree_stack
 from rlformer.rollout.fragment import Fragment
-from rlformer.rollout.worker import FragmentBuffers, WorkerProcess, pickled_envs, worker_seed
+from rlformer.rollout.worker import (
+    FragmentBuffers,
+    WorkerProcess,
+    pickled_envs,
+    rebuilt_on_unpickling,
+    worker_seed,
+)
 
 
 def build_team_model(team: Team, model_cfg: ModelConfig) -> nn.ModuleDict:
@@ -419,10 +425,11 @@ class MultiAgentWorker(WorkerProcess):
         """Restore :meth:`get_state`'s output (from a trusted checkpoint only: it unpickles)."""
         data = pickle.loads(saved["state"])
         self.generator.set_state(data["generator"])
-        if data["envs"] is None:
-            self._start_episodes(self.seed + 1_000_003)
+        envs = None if data["envs"] is None else pickle.loads(data["envs"])
+        if envs is None or rebuilt_on_unpickling(envs) is not None:
+            self._start_episodes(self.seed + 1_000_003)  # fresh episodes (see pickled_envs)
             return
-        self.envs = pickle.loads(data["envs"])
+        self.envs = envs
         self.observations = data["observations"]
         self.episodes = data["episodes"]
         self.states = data["states"]
