@@ -64,7 +64,8 @@ def serve_command(
     """Serve a policy over HTTP/JSON with Ray Serve, each client session's memory on the server.
 
     POST /v1/sessions/ID/act, DELETE /v1/sessions/ID, GET /v1/health, GET /v1/policy (with
-    --stateless: POST /v1/act instead of the sessions); see docs/guides/serving.md.
+    --stateless: POST /v1/act instead of the sessions); a multi-agent run is served one session
+    per episode, each step answering every agent; see docs/guides/serving.md.
     The URL is printed once the server answers. Ctrl-C stops it (on a cluster: deletes only
     this server's application).
     """
