@@ -129,7 +129,8 @@ def rebuilt_on_unpickling(envs: list[Any]) -> str | None:
                     f"{type(layer).__name__} pickles through gymnasium's EzPickle, which "
                     "rebuilds it fresh: its episode cannot be saved"
                 )
-            layer = getattr(layer, "aec_env", None) or vars(layer).get("env")
+            # the next layer in: a gymnasium or PettingZoo wrapper's env, a Parallel view's AEC
+            layer = getattr(layer, "aec_env", None) or getattr(layer, "__dict__", {}).get("env")
     return None
 
 
