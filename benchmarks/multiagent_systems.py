@@ -244,6 +244,16 @@ def start_apps(port: int) -> tuple[Any, Any]:
     return steps, group
 
 
+def _recorded(out: dict, window: tuple, sent: float, ok: bool) -> bool:
+    """Count one env step answered now if it lies in the window; whether the window is over."""
+    done = time.perf_counter()
+    if window[0] <= sent and done <= window[1]:
+        out["latencies"].append(done - sent)
+        out["env_steps"] += ok
+        out["errors"] += not ok
+    return done >= window[1]
+
+
 async def _team_client(http: Any, url: str, index: int, window: tuple, out: dict) -> None:
     rng = np.random.default_rng(index)
     agents = [f"agent_{k}" for k in range(AGENTS)]
@@ -258,12 +268,7 @@ async def _team_client(http: Any, url: str, index: int, window: tuple, out: dict
             async with http.post(f"{url}/v1/sessions/{sid}/act", json=body) as answer:
                 await answer.read()
                 ok = answer.status == 200
-            done = time.perf_counter()
-            if window[0] <= sent and done <= window[1]:
-                out["latencies"].append(done - sent)
-                out["env_steps"] += ok
-                out["errors"] += not ok
-            if done >= window[1]:
+            if _recorded(out, window, sent, ok):
                 return
         episode += 1
 
@@ -299,12 +304,7 @@ async def _agent_client(http: Any, url: str, index: int, window: tuple, out: dic
             for answer in answers:
                 await answer.read()
                 answer.release()
-            done = time.perf_counter()
-            if window[0] <= sent and done <= window[1]:
-                out["latencies"].append(done - sent)
-                out["env_steps"] += ok
-                out["errors"] += not ok
-            if done >= window[1]:
+            if _recorded(out, window, sent, ok):
                 return
         episode += 1
 

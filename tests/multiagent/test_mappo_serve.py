@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import json
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from rlformer.config import load_config  # noqa: E402
 from rlformer.policies import load_policy  # noqa: E402
 from rlformer.runs.checkpoints import write_checkpoint_file  # noqa: E402
 from rlformer.serve import ServeOptions, load_servable, start  # noqa: E402
+from tests.serve.test_serve_http import _free_port  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -63,12 +63,6 @@ def _checkpoint(path: Path) -> Path:
     payload = {"kind": "mappo", "config": cfg.model_dump(mode="json"), "model": model.state_dict()}
     write_checkpoint_file(path, payload)
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
