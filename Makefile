@@ -5,7 +5,7 @@ CONSTRAINTS ?= constraints.txt
 BIN := $(VENV)/bin
 PIP_CONSTRAINT_FLAG := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
 PYTEST_ARGS ?=
-# pytest-xdist workers; the modules with Ray tests share one of them (tests/conftest.py).
+# pytest-xdist workers; the modules on the shared local Ray share one of them (tests/conftest.py).
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope --durations=15
 

@@ -20,9 +20,10 @@ os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="rlformer-test-config-")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check the Ray modules (below), run the shared Ray's tests together (further below) and
-    skip tests marked gpu when CUDA is absent."""
+    """Check the Ray modules (below), start the long modules first, run the shared Ray's tests
+    together (further below) and skip tests marked gpu when CUDA is absent."""
     _check_ray_modules(items)
+    _long_modules_first(items)
     _shared_ray_tests_first(items)
     if torch.cuda.is_available():
         return
@@ -32,13 +33,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-# Under pytest-xdist (``make test`` runs two workers), the tests marked ray form one scope: they
-# run on one worker, one after another, so that no two Ray clusters (each told it owns both
-# cores, with timeouts sized for that) start side by side. Every other test runs in a scope of
-# its module (its module's tests outside the Ray scope), so that its module fixtures are built
-# once. The scheduler sees only test ids, not marks, so the Ray tests are found in the modules'
-# source: a module whose ``pytestmark`` names ray, or a test function or class whose decorators
-# do. The collection hook checks that every test marked ray lies in the Ray scope.
+# Under pytest-xdist (``make test`` runs several workers), the tests that use the shared local
+# Ray (below) form one scope: they run on one worker, one after another, so that it starts once.
+# With them go the other Ray tests of their modules (run after the shared Ray is shut down), so
+# that a module's fixtures are built once. Every other module is a scope of its own, Ray tests
+# included: each of those starts its own Ray (an embedded one, a ``ray start`` cluster, a CLI
+# subprocess), and every Ray started here or by rlformer asks for a new local instance
+# (``address="local"``) or names its cluster, so Rays side by side never join each other. The
+# scheduler sees only test ids, not marks or fixtures, so the modules are read from source: a
+# module whose ``pytestmark`` names ray, or a test function or class whose decorators do; a
+# module that names the shared Ray's fixture. The collection hook checks both readings.
 TESTS = Path(__file__).parent
 EVERY_TEST = "*"
 
@@ -70,11 +74,16 @@ def _ray_tests(source: str) -> frozenset[str]:
     return frozenset(names)
 
 
-RAY_TESTS = {
-    path.relative_to(TESTS.parent).as_posix(): _ray_tests(path.read_text())
-    for path in TESTS.rglob("test_*.py")
-    if "mark.ray" in path.read_text()
+SHARED_RAY = "local_ray"
+_SOURCES = {
+    path.relative_to(TESTS.parent).as_posix(): path.read_text() for path in TESTS.rglob("test_*.py")
 }
+RAY_TESTS = {
+    module: _ray_tests(source) for module, source in _SOURCES.items() if "mark.ray" in source
+}
+SHARED_RAY_MODULES = frozenset(
+    module for module, source in _SOURCES.items() if SHARED_RAY in source and module in RAY_TESTS
+)
 
 
 def _in_ray_scope(nodeid: str) -> bool:
@@ -83,10 +92,33 @@ def _in_ray_scope(nodeid: str) -> bool:
     return EVERY_TEST in names or bool(rest) and rest[0].split("[")[0] in names
 
 
+def _in_shared_ray_scope(nodeid: str) -> bool:
+    return nodeid.split("::")[0] in SHARED_RAY_MODULES
+
+
 def _check_ray_modules(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("ray") and not _in_ray_scope(item.nodeid):
             raise pytest.UsageError(f"{item.nodeid} is marked ray outside the Ray tests found")
+        if _uses_shared_ray(item) and not _in_shared_ray_scope(item.nodeid):
+            raise pytest.UsageError(
+                f"{item.nodeid} uses {SHARED_RAY} outside a Ray module that names it"
+            )
+
+
+def _long_modules_first(items: list[pytest.Item]) -> None:
+    """The shared Ray's scope, then the other Ray modules, then modules with slow tests, then
+    the rest, each in collection order. xdist hands out scopes in the order it collected them:
+    a long module started last would run on alone while the other workers wait."""
+    slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+
+    def rank(item: pytest.Item) -> int:
+        module = item.nodeid.split("::")[0]
+        if _in_shared_ray_scope(item.nodeid):
+            return 0
+        return 1 if module in RAY_TESTS else 2 if module in slow else 3
+
+    items.sort(key=rank)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -96,7 +128,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class RayTestsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "ray" if _in_ray_scope(nodeid) else nodeid.split("::")[0]
+            return SHARED_RAY if _in_shared_ray_scope(nodeid) else nodeid.split("::")[0]
 
     return RayTestsTogether(config, log)
 
@@ -105,9 +137,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 # by the code under test, a cluster, a CLI subprocess), share one: a 2-CPU local Ray started
 # for the first of them and shut down after the last, through the fixture ``local_ray``.
 # Workers see the repository (they import test modules: learners, envs of tests.reliability)
-# and register the rlformer_test/* envs. Within the Ray scope its tests run first, one after
-# another, so that it starts once and no test that starts a Ray of its own runs while it is up.
-SHARED_RAY = "local_ray"
+# and register the rlformer_test/* envs. Within the shared scope its tests run first, one after
+# another, so that it starts once and no test of that worker starts a Ray of its own while it
+# is up (in-process Rays cannot be two).
 _shared_ray_started = False
 
 
@@ -116,20 +148,20 @@ def _uses_shared_ray(item: pytest.Item | None) -> bool:
 
 
 def _shared_ray_tests_first(items: list[pytest.Item]) -> None:
-    """Within the Ray scope, the shared Ray's tests first, each group in collection order."""
-    slots = [i for i, item in enumerate(items) if _in_ray_scope(item.nodeid)]
+    """Within the shared scope, the shared Ray's tests first, each group in collection order."""
+    slots = [i for i, item in enumerate(items) if _in_shared_ray_scope(item.nodeid)]
     ordered = sorted((items[i] for i in slots), key=lambda item: not _uses_shared_ray(item))
     for i, item in zip(slots, ordered, strict=True):
         items[i] = item
 
 
-def _start_shared_ray() -> None:
-    global _shared_ray_started
-    ray = pytest.importorskip("ray")
-    if ray.is_initialized():
-        return
+def _init_local_ray() -> None:
+    """A new 2-CPU local Ray in this process, its workers set up as the tests need."""
+    import ray
+
     pythonpath = os.pathsep.join(p for p in (str(TESTS.parent), os.environ.get("PYTHONPATH")) if p)
     ray.init(
+        address="local",
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
@@ -139,15 +171,31 @@ def _start_shared_ray() -> None:
             "worker_process_setup_hook": "tests.reliability.tiny.register_test_envs",
         },
     )
-    _shared_ray_started = True
 
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
     """The shared local Ray (above): up for every test that uses it, joined, never shut down
     by the tests themselves."""
-    _start_shared_ray()
+    global _shared_ray_started
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        _init_local_ray()
+        _shared_ray_started = True
     yield
+
+
+@pytest.fixture(scope="module")
+def module_ray() -> Iterator[None]:
+    """A local Ray of the module's own, set up as the shared one, for a module long enough to
+    be a scope by itself (the serving modules): it runs beside the shared Ray's tests, on
+    another worker, instead of after them."""
+    ray = pytest.importorskip("ray")
+    _init_local_ray()
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
 
 @pytest.hookimpl(wrapper=True)

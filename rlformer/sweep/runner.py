@@ -138,7 +138,7 @@ def _start_ray(address: str | None) -> bool:
         return False
     options: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address is None:
-        ray.init(include_dashboard=False, **options)
+        ray.init(address="local", include_dashboard=False, **options)
         return True
     _check_reachable(address)
     try:
