@@ -6,7 +6,11 @@ no other key. This script trains exactly that on each task of the suites, with s
 advance, and writes one row per run (the final evaluation, the training return, the commit).
 
     python benchmarks/default_suite.py --suites popgym --seeds 0 1 2 --shard 0/2
+    python benchmarks/default_suite.py --random-play
     python benchmarks/default_suite.py --report-only
+
+``--random-play`` scores uniform random actions on every task (100 episodes, env seeds 0-99, the
+env made with the task's imports and kwargs), the floor of the normalised score.
 
 Runs live under ``--root`` with fixed names; a killed job continues its run from the newest
 checkpoint on the next start (rows are written once a run has its ``eval.json``), so the suite
@@ -28,6 +32,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "results" / "default_suite" / "rows.jsonl"
+RANDOM_OUT = OUT.with_name("random_play.jsonl")
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ SUITES: dict[str, dict[str, Task]] = {
         "Hopper": Task("Hopper-v5", 1_000_000),
     },
 }
+TASKS = {name: task for suite in SUITES.values() for name, task in suite.items()}
 EVAL_EPISODES = 100
 
 
@@ -142,18 +148,70 @@ def done_rows(out: Path) -> list[dict]:
     return [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
 
 
-def report(out: Path) -> None:
-    """Per task: mean [min, max] of the evaluation return over the seeds done, per seed."""
+def random_play(names: list[str], out: Path) -> None:
+    """Uniform random actions on each task's env as its config makes it (benchmarks/
+    random_play.py); one row per task, each played once."""
+    from random_play import random_returns
+
+    from rlformer.config import load_config
+    from rlformer.rollout.env_factory import import_env_modules
+
+    played = {r["task"] for r in done_rows(out)}
+    for name in names:
+        if name in played:
+            continue
+        task = TASKS[name]
+        env = load_config(None, command(task, 0, REPO / "runs", name)).env
+        import_env_modules(env.imports)
+        returns = random_returns(env.id, EVAL_EPISODES, seed=0, kwargs=env.kwargs)
+        row = {"task": name, "env_id": task.env_id, "episodes": len(returns)}
+        row |= {"return_mean": float(returns.mean()), "return_std": float(returns.std())}
+        with out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"{name} random play: {row['return_mean']:.3f}", flush=True)
+
+
+def popgym_aggregate(rows: list[dict], floors: dict[str, float]) -> tuple[float, float, float]:
+    """POPGym's aggregate as AMAGO and POPGym report it: each run's return rescaled so that
+    random play is 0 and the best possible return (1) is 1, averaged over tasks; a bootstrap
+    95% CI over runs resampled within each task."""
+    by_task: dict[str, list[float]] = {}
+    for row in rows:
+        if row["task"].startswith("popgym-") and row["task"] in floors:
+            floor = floors[row["task"]]
+            by_task.setdefault(row["task"], []).append((row["eval_return"] - floor) / (1 - floor))
+    scores = [np.asarray(v) for v in by_task.values()]
+    rng = np.random.default_rng(0)
+    means = [
+        np.mean([rng.choice(s, s.size).mean() for s in scores]) for _ in range(2000)
+    ]  # fmt: skip
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(np.mean([s.mean() for s in scores])), float(low), float(high)
+
+
+def report(out: Path, random_out: Path) -> None:
+    """Per task: mean of the evaluation return over the seeds done, per seed, random play; then
+    the POPGym aggregate over the POPGym tasks with rows."""
+    floors = {r["task"]: r["return_mean"] for r in done_rows(random_out)}
     by_task: dict[str, list[dict]] = {}
     for row in done_rows(out):
         by_task.setdefault(row["task"], []).append(row)
-    print("| task | steps | seeds | evaluation return (mean) | per seed |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| task | steps | seeds | evaluation return (mean) | per seed | random play |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for task, rows in by_task.items():
         rows.sort(key=lambda r: r["seed"])
         values = [r["eval_return"] for r in rows]
         seeds = " / ".join(f"{v:.3f}" for v in values)
-        print(f"| {task} | {rows[0]['steps']:,} | {len(rows)} | {np.mean(values):.3f} | {seeds} |")
+        floor = f"{floors[task]:.3f}" if task in floors else "not measured"
+        print(
+            f"| {task} | {rows[0]['steps']:,} | {len(rows)} | {np.mean(values):.3f} | {seeds} "
+            f"| {floor} |"
+        )
+    popgym = [r for r in done_rows(out) if r["task"].startswith("popgym-") and r["task"] in floors]
+    if popgym:
+        mean, low, high = popgym_aggregate(popgym, floors)
+        tasks = len({r["task"] for r in popgym})
+        print(f"\nPOPGym aggregate over {tasks} tasks: {mean:.3f} [{low:.3f}, {high:.3f}]")
 
 
 def main() -> None:
@@ -165,9 +223,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--root", type=Path, default=REPO / "runs" / "default_suite")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--random-play", action="store_true", help="Score uniform random actions.")
     args = parser.parse_args()
     if args.report_only:
-        report(args.out)
+        report(args.out, args.out.with_name(RANDOM_OUT.name))
+        return
+    names = [n for suite in args.suites for n in SUITES[suite] if not args.tasks or n in args.tasks]
+    if args.random_play:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        random_play(names, args.out.with_name(RANDOM_OUT.name))
         return
     import torch
 

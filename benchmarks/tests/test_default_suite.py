@@ -36,3 +36,27 @@ def test_a_run_continues_from_its_checkpoint_and_gives_one_row(tmp_path: Path, m
     assert list(tmp_path.glob("CartPole-s0-*")) == [run]  # continued, not started afresh
     assert again.eval_return == first.eval_return
     assert json.loads((run / "eval.json").read_text())["episodes"] == 2
+
+
+def test_random_play_scores_each_task_once(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(default_suite, "EVAL_EPISODES", 5)
+    monkeypatch.setitem(default_suite.TASKS, "CartPole", Task("CartPole-v1", 100))
+    out = tmp_path / "random_play.jsonl"
+    default_suite.random_play(["CartPole"], out)
+    default_suite.random_play(["CartPole"], out)  # already played: no second row
+    (row,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert row["task"] == "CartPole" and row["episodes"] == 5
+    assert 8 < row["return_mean"] < 60  # uniform actions keep CartPole up for ~22 steps
+
+
+def test_popgym_aggregate_rescales_random_play_to_0_and_the_best_return_to_1() -> None:
+    rows = [
+        {"task": "popgym-A", "eval_return": 1.0},
+        {"task": "popgym-A", "eval_return": 0.0},
+        {"task": "popgym-B", "eval_return": -0.5},
+        {"task": "CartPole", "eval_return": 500.0},  # not POPGym: left out
+    ]
+    floors = {"popgym-A": 0.0, "popgym-B": -0.5, "CartPole": 22.0}
+    mean, low, high = default_suite.popgym_aggregate(rows, floors)
+    assert mean == 0.25  # A: (1 + 0) / 2 = 0.5, B: 0 (its random play); mean over tasks
+    assert low == 0.0 and high == 0.5  # A's resamples: 0, 0.5 or 1 -> aggregate 0, 0.25, 0.5
