@@ -124,10 +124,11 @@ def done(out: Path) -> list[dict]:
     return [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
 
 
-def throughput(peer_python: str | None, steps: int, envs: int) -> None:
+def throughput(peer_python: str | None, steps: int, envs: list[int]) -> None:
     """Training env steps per second on simple_spread (discrete actions) with 1 process and 1
-    torch thread, ``envs`` envs on each side (BenchMARL's shipped MAPPO steps 10), per wall and
-    per CPU second; the peer's figures from its own venv, then the ratios."""
+    torch thread, per wall and per CPU second: rlformer with each count of ``envs`` (10 is
+    BenchMARL's, so equal envs; 8 is rlformer's default), the peer with its shipped config
+    (10 envs) from its own venv, then the ratios."""
     import tempfile
 
     import torch
@@ -137,17 +138,18 @@ def throughput(peer_python: str | None, steps: int, envs: int) -> None:
 
     torch.set_num_threads(1)
     results: dict[str, dict[str, float]] = {}
-    for variant in ("gtrxl", "mlp"):
-        own = [f"rollout.envs_per_worker={envs}", "eval.episodes=1", "run.progress=false"]
-        root = f"run.root={tempfile.mkdtemp()}"
-        cfg = load_config(None, [*sets("simple_spread", variant, 0, steps), *own, root])
-        wall, cpu = time.perf_counter(), time.process_time()
-        train(cfg)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        results[f"rlformer {variant}"] = {
-            "steps_per_s": steps / wall,
-            "cpu_steps_per_s": steps / cpu,
-        }
+    for count in envs:
+        for variant in ("gtrxl", "mlp"):
+            own = [f"rollout.envs_per_worker={count}", "eval.episodes=1", "run.progress=false"]
+            root = f"run.root={tempfile.mkdtemp()}"
+            cfg = load_config(None, [*sets("simple_spread", variant, 0, steps), *own, root])
+            wall, cpu = time.perf_counter(), time.process_time()
+            train(cfg)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            results[f"rlformer {variant}, {count} envs"] = {
+                "steps_per_s": steps / wall,
+                "cpu_steps_per_s": steps / cpu,
+            }
     if peer_python:
         out = Path(tempfile.mkdtemp()) / "peer.jsonl"
         peer = subprocess.run(
@@ -223,7 +225,9 @@ def main() -> None:
     parser.add_argument("--report", action="store_true")
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--peer-python", default=None, help="The BenchMARL venv's python.")
-    parser.add_argument("--envs", type=int, default=10, help="Envs per side (--throughput).")
+    parser.add_argument(
+        "--envs", type=int, nargs="+", default=[10, 8], help="rlformer's env counts (--throughput)."
+    )
     args = parser.parse_args()
     if args.report:
         report()
