@@ -94,6 +94,12 @@ class Row:
     seconds: float
     command: str
     commit: str
+    agent: str = "default"  # a key of AGENTS
+
+
+# What is compared with the default: each agent is the env id alone plus these keys. The GRU
+# torso under the same settings is the issue's torso comparison and part of a task's ceiling.
+AGENTS: dict[str, tuple[str, ...]] = {"default": (), "gru": ("model.torso=gru",)}
 
 
 def commit() -> str:
@@ -101,12 +107,14 @@ def commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def command(task: Task, seed: int, root: Path, name: str) -> list[str]:
-    """The ``--set`` items of one run: the env id alone, plus the run's own bookkeeping."""
+def command(task: Task, seed: int, root: Path, name: str, agent: str = "default") -> list[str]:
+    """The ``--set`` items of one run: the env id alone (and the agent's keys), then the run's
+    own bookkeeping, from ``run.seed`` on."""
     return [
         f"env.id={task.env_id}",
         *task.keys,
         f"ppo.total_steps={task.steps}",
+        *AGENTS[agent],
         f"run.seed={seed}",
         f"run.root={root}",
         f"run.name={name}",
@@ -121,26 +129,26 @@ def train_return(run: Path) -> float | None:
     return float(np.mean(returns[-max(1, len(returns) // 10) :])) if returns else None
 
 
-def run_one(name: str, task: Task, seed: int, root: Path) -> Row:
+def run_one(name: str, task: Task, seed: int, root: Path, agent: str = "default") -> Row:
     """Train (or continue) one run and return its row."""
     from rlformer.config import load_config
     from rlformer.runs.training import resume, train
 
-    label = f"{name}-s{seed}"
+    label = f"{name}-s{seed}" if agent == "default" else f"{name}-{agent}-s{seed}"
     found = sorted(root.glob(f"{label}-*"))
     start = time.perf_counter()
-    items = command(task, seed, root, label)
+    items = command(task, seed, root, label, agent)
     if found and not (found[-1] / "eval.json").exists():
         result = resume(found[-1], ["run.progress=false"])
     else:
         result = train(load_config(None, items))
     run = result.run_dir
     evaluation = json.loads((run / "eval.json").read_text())
-    sets = " ".join(f"--set {x}" for x in items[: len(task.keys) + 2])
+    sets = " ".join(f"--set {x}" for x in items[: len(task.keys) + 2 + len(AGENTS[agent])])
     return Row(
         name, task.env_id, seed, task.steps, evaluation["return_mean"],
         evaluation.get("success_rate"), train_return(run), time.perf_counter() - start,
-        f"rlformer train {sets}", commit(),
+        f"rlformer train {sets}", commit(), agent,
     )  # fmt: skip
 
 
@@ -190,24 +198,25 @@ def popgym_aggregate(rows: list[dict], floors: dict[str, float]) -> tuple[float,
 
 
 def report(out: Path, random_out: Path) -> None:
-    """Per task: mean of the evaluation return over the seeds done, per seed, random play; then
-    the POPGym aggregate over the POPGym tasks with rows."""
+    """Per task and agent: mean of the evaluation return over the seeds done, per seed, random
+    play; then the default's POPGym aggregate over the POPGym tasks with rows."""
     floors = {r["task"]: r["return_mean"] for r in done_rows(random_out)}
-    by_task: dict[str, list[dict]] = {}
+    groups: dict[tuple[str, str], list[dict]] = {}
     for row in done_rows(out):
-        by_task.setdefault(row["task"], []).append(row)
-    print("| task | steps | seeds | evaluation return (mean) | per seed | random play |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for task, rows in by_task.items():
+        groups.setdefault((row["task"], row.get("agent", "default")), []).append(row)
+    print("| task | agent | steps | seeds | evaluation return (mean) | per seed | random play |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for (task, agent), rows in sorted(groups.items()):
         rows.sort(key=lambda r: r["seed"])
         values = [r["eval_return"] for r in rows]
         seeds = " / ".join(f"{v:.3f}" for v in values)
         floor = f"{floors[task]:.3f}" if task in floors else "not measured"
         print(
-            f"| {task} | {rows[0]['steps']:,} | {len(rows)} | {np.mean(values):.3f} | {seeds} "
-            f"| {floor} |"
+            f"| {task} | {agent} | {rows[0]['steps']:,} | {len(rows)} | {np.mean(values):.3f} "
+            f"| {seeds} | {floor} |"
         )
-    popgym = [r for r in done_rows(out) if r["task"].startswith("popgym-") and r["task"] in floors]
+    default = [r for (t, a), rows in groups.items() if a == "default" for r in rows]
+    popgym = [r for r in default if r["task"].startswith("popgym-") and r["task"] in floors]
     if popgym:
         mean, low, high = popgym_aggregate(popgym, floors)
         tasks = len({r["task"] for r in popgym})
@@ -219,6 +228,7 @@ def main() -> None:
     parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=list(SUITES))
     parser.add_argument("--tasks", nargs="*", help="Only these task names.")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--agent", default="default", choices=list(AGENTS))
     parser.add_argument("--shard", default="0/1", help="i/n: every n-th run from the i-th.")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--root", type=Path, default=REPO / "runs" / "default_suite")
@@ -246,12 +256,16 @@ def main() -> None:
     ][index::count]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for name, task, seed in plan:
-        if any(r["task"] == name and r["seed"] == seed for r in done_rows(args.out)):
+        if any(
+            (r["task"], r["seed"], r.get("agent", "default")) == (name, seed, args.agent)
+            for r in done_rows(args.out)
+        ):
             continue
-        row = run_one(name, task, seed, args.root)
+        row = run_one(name, task, seed, args.root, args.agent)
         with args.out.open("a") as f:
             f.write(json.dumps(asdict(row)) + "\n")
-        print(f"{name} seed {seed}: {row.eval_return:.3f} ({row.seconds:.0f} s)", flush=True)
+        outcome = f"{row.eval_return:.3f} ({row.seconds:.0f} s)"
+        print(f"{name} {args.agent} seed {seed}: {outcome}", flush=True)
 
 
 if __name__ == "__main__":

@@ -60,3 +60,16 @@ def test_popgym_aggregate_rescales_random_play_to_0_and_the_best_return_to_1() -
     mean, low, high = default_suite.popgym_aggregate(rows, floors)
     assert mean == 0.25  # A: (1 + 0) / 2 = 0.5, B: 0 (its random play); mean over tasks
     assert low == 0.0 and high == 0.5  # A's resamples: 0, 0.5 or 1 -> aggregate 0, 0.25, 0.5
+
+
+def test_an_agent_adds_its_keys_to_the_env_id_alone_and_runs_under_its_own_name(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr(default_suite, "EVAL_EPISODES", 2)
+    task = Task("CartPole-v1", 1024)
+    items = command(task, 0, tmp_path, "x", "gru")
+    assert items[:3] == ["env.id=CartPole-v1", "ppo.total_steps=1024", "model.torso=gru"]
+    row = run_one("CartPole", task, 0, tmp_path, "gru")
+    (run,) = tmp_path.glob("CartPole-gru-s0-*")
+    assert row.agent == "gru" and row.command.endswith("--set model.torso=gru")
+    assert "torso: gru" in (run / "config.yaml").read_text()
