@@ -285,10 +285,44 @@ class ActorCritic(nn.Module):
         params, value, new_state = step(obs, state, episode_start, action_mask)
         action = self.dist.sample(params, deterministic, generator)
         log_prob, _ = self.dist.log_prob_entropy(params, action)
+        return ActOutput(action, log_prob, value, self.remember_action(new_state, action))
+
+    def remember_action(self, state: AgentState, action: torch.Tensor) -> AgentState:
+        """``state`` (the step's next state) holding ``action`` as the previous action, with a
+        zero reward until the env gives one (:meth:`AgentState.with_reward`); unchanged
+        without ``model.prev_action_reward``."""
         if self.prev_action_reward:
-            new_state.prev_action = action.to(self.dist.action_dtype)
-            new_state.prev_reward = torch.zeros(action.shape[0], device=action.device)
-        return ActOutput(action, log_prob, value, new_state)
+            state.prev_action = action.to(self.dist.action_dtype)
+            state.prev_reward = torch.zeros(action.shape[0], device=action.device)
+        return state
+
+    @torch.no_grad()
+    def policy_step(
+        self,
+        obs: Tree,
+        state: AgentState,
+        episode_start: torch.Tensor,
+        action_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, AgentState]:
+        """Distribution parameters and next state of one step of the actor alone, for a trained
+        policy that acts and never learns: a critic of its own (a centralised critic's encoder
+        and torso, or ``shared_torso: false``) is not run, and its memory is carried unchanged
+        (a state keeps its layout, whoever reads or stores it)."""
+        _, latent, actor_mem = self._actor_step(obs, state, episode_start)
+        return self._masked(self.policy_head(latent), action_mask), AgentState(
+            actor_mem, state.critic
+        )
+
+    def _actor_step(
+        self, obs: Tree, state: AgentState, episode_start: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, Memory | RecurrentState | None]:
+        """Token features, the actor torso's latent and its next memory."""
+        x = self._features(obs, state.prev_action, state.prev_reward, episode_start)
+        latent, actor_mem = self.actor_torso.step(x, state.actor, episode_start)
+        return x, latent, actor_mem
+
+    def _masked(self, params: torch.Tensor, action_mask: torch.Tensor | None) -> torch.Tensor:
+        return params if action_mask is None else self.dist.masked(params, action_mask)
 
     def _step_impl(
         self,
@@ -299,16 +333,13 @@ class ActorCritic(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, AgentState]:
         """Distribution parameters, values and next memory of one step: all of :meth:`act` but
         the sampling, which draws from a ``torch.Generator`` that a compiled graph cannot take."""
-        x = self._features(obs, state.prev_action, state.prev_reward, episode_start)
-        latent, actor_mem = self.actor_torso.step(x, state.actor, episode_start)
+        x, latent, actor_mem = self._actor_step(obs, state, episode_start)
         if self.critic_torso is None:
             value_latent, critic_mem = latent, None
         else:
             critic_x = x if self.critic_encoder is None else self.critic_encoder(obs)
             value_latent, critic_mem = self.critic_torso.step(critic_x, state.critic, episode_start)
-        params = self.policy_head(latent)
-        if action_mask is not None:
-            params = self.dist.masked(params, action_mask)
+        params = self._masked(self.policy_head(latent), action_mask)
         value = self.value_head(value_latent).squeeze(-1)
         if self.value_scaling is not None:
             value = self.value_scaling.decode(value)

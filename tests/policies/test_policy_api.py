@@ -233,3 +233,40 @@ TMAZE_SPACES = _tmaze_spaces()
 def ppo_run_payload() -> dict:
     """A checkpoint payload whose weights are finite (the registry checks them first)."""
     return {"model": {"w": torch.zeros(2)}}
+
+
+@pytest.mark.parametrize("torso", ["gtrxl", "gru"])
+def test_a_policy_acts_as_training_does_without_running_a_critic_of_its_own(torso: str) -> None:
+    """With a critic torso of its own, a policy's actions and actor memory equal the training
+    step's; the critic torso never runs and its memory passes through unchanged."""
+    import gymnasium as gym
+
+    from rlformer.algos.ppo.policy import ActorCriticPolicy
+    from rlformer.config.sections.model import ModelConfig
+    from rlformer.networks.actor_critic import ActorCritic
+
+    cfg = ModelConfig(torso=torso, shared_torso=False, prev_action_reward=True)
+    obs_space, action_space = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(4)
+    model = ActorCritic(obs_space, action_space, cfg).eval()
+    calls, step = [], model.critic_torso.step
+    model.critic_torso.step = lambda *args: calls.append(1) or step(*args)  # counts its steps
+    policy = ActorCriticPolicy(model, PolicyInfo("t", "ppo"))
+    rng = np.random.default_rng(0)
+    ours, theirs = policy.initial_state(4), model.initial_state(4)
+    critic_before = ours.critic
+    for t in range(6):
+        obs = rng.uniform(-1, 1, (4, 3)).astype(np.float32)
+        starts = np.array([t == 0, t == 0, t in (0, 3), t == 0])
+        reward = rng.normal(size=4).astype(np.float32)
+        acted, ours = policy.act(obs, ours, starts, None if t == 0 else reward)
+        if t:
+            theirs = theirs.with_reward(model.scale_rewards(reward))
+        out = model.act(torch.as_tensor(obs), theirs, torch.as_tensor(starts), deterministic=True)
+        theirs = out.state
+        np.testing.assert_array_equal(acted, out.action.numpy())
+        for mine, training in zip(ours.actor, theirs.actor, strict=True):  # Memory or h, c
+            assert (mine is None) == (training is None)
+            if mine is not None:
+                torch.testing.assert_close(mine, training)
+    assert ours.critic is critic_before
+    assert len(calls) == 6  # the training steps only

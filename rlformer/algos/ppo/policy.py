@@ -66,15 +66,14 @@ class ActorCriticPolicy:
         mask = None if action_mask is None else torch.as_tensor(action_mask, device=self.device)
         if generator is not None and generator.device != self.device:
             generator = None  # a CPU generator cannot drive sampling on a GPU: global RNG
-        out = self.model.act(
+        params, next_state = self.model.policy_step(
             to_torch(flatten_obs(self.observation_space, obs), self.device),
             state,
             torch.as_tensor(np.asarray(episode_start, dtype=bool), device=self.device),
-            deterministic=deterministic,
-            generator=generator,
-            action_mask=mask,
+            mask,
         )
-        return self.model.env_action(out.action), out.state
+        action = self.model.dist.sample(params, deterministic, generator)
+        return self.model.env_action(action), self.model.remember_action(next_state, action)
 
     @torch.no_grad()
     def distribution(
@@ -89,17 +88,14 @@ class ActorCriticPolicy:
         if reward is not None:
             state = state.with_reward(model.scale_rewards(np.asarray(reward)))
         mask = None if action_mask is None else torch.as_tensor(action_mask, device=self.device)
-        params, _, next_state = model._step_impl(
+        params, next_state = model.policy_step(
             to_torch(flatten_obs(self.observation_space, obs), self.device),
             state,
             torch.as_tensor(np.asarray(episode_start, dtype=bool), device=self.device),
             mask,
         )
-        if model.prev_action_reward:  # as act() leaves it after the most likely action
-            next_state.prev_action = model.dist.sample(params, True, None).to(
-                model.dist.action_dtype
-            )
-            next_state.prev_reward = torch.zeros(params.shape[0], device=params.device)
+        # as act() leaves it after the most likely action
+        next_state = model.remember_action(next_state, model.dist.sample(params, True, None))
         return distribution_of(model.dist, params.float().cpu(), next_state)
 
 
