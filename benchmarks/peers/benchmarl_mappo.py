@@ -41,6 +41,14 @@ builds the task; with PettingZoo 1.24.x its own ``pettingzoo.mpe`` is used. For
 simple_spread_v3 and simple_speaker_listener_v4 the two give identical observations, rewards
 and episode ends for the same seed and actions.
 
+--run-dir makes a training run resumable: BenchMARL checkpoints into it every
+--checkpoint-every frames (its own ``checkpoint_interval``; the newest two are kept) and the
+training curve is appended to ``curve.jsonl`` there as it grows. Started again with the same
+--run-dir, the run restores its newest checkpoint (BenchMARL's ``restore_file``: losses,
+optimisers, collector, frame count) and goes on to --frames. A resumed run is not
+bit-identical to one left alone (the envs start fresh episodes); its ``seconds`` and steps per
+second count only the last start.
+
 --throughput measures training speed (collection and optimisation, no evaluation) with one
 process and one torch thread, writing one row with the frames per second.
 """
@@ -143,6 +151,10 @@ def build_experiment(args, save_folder: str, callbacks):
     config.save_folder = save_folder
     config.checkpoint_interval = 0
     config.checkpoint_at_end = False
+    if args.run_dir is not None:
+        config.checkpoint_interval = args.checkpoint_every
+        config.keep_checkpoints_num = 2
+        config.restore_file = newest_checkpoint(Path(save_folder))
     if args.throughput:
         config.evaluation = False
     return Experiment(
@@ -156,15 +168,33 @@ def build_experiment(args, save_folder: str, callbacks):
     ), task
 
 
+def newest_checkpoint(run_dir: Path) -> str | None:
+    """The checkpoint with the most frames that BenchMARL wrote under ``run_dir``, if any."""
+    found = list(run_dir.glob("*/checkpoints/checkpoint_*.pt"))
+    if not found:
+        return None
+    return str(max(found, key=lambda f: int(f.stem.rsplit("_", 1)[1])))
+
+
 class Curve(Callback):
     """Keeps the numbers BenchMARL logs: the mean training episode return of each iteration
     and the mean return of its periodic evaluations, with frames and time."""
 
-    def __init__(self):
+    def __init__(self, saved: Path | None = None):
         super().__init__()
         self.start = time.perf_counter()
+        self.saved = saved  # curve.jsonl of a resumable run: earlier points, appended to
         self.points = []
         self.evals = []
+        if saved is not None and saved.exists():
+            for line in saved.read_text().splitlines():
+                point = json.loads(line)
+                (self.evals if point.pop("eval", False) else self.points).append(point)
+
+    def _keep(self, point: dict, is_eval: bool = False) -> None:
+        if self.saved is not None:
+            with self.saved.open("a") as f:
+                f.write(json.dumps({**point, "eval": True} if is_eval else point) + "\n")
 
     def on_setup(self):
         torch.set_num_threads(THREADS)
@@ -180,6 +210,7 @@ class Curve(Callback):
                 "seconds": round(time.perf_counter() - self.start, 2),
             }
         )
+        self._keep(self.points[-1])
         n = len(self.points)
         if n == 1 or n % 10 == 0:
             print(
@@ -201,6 +232,7 @@ class Curve(Callback):
         self.evals.append(
             {"frames": int(e.total_frames), "episode_reward_mean": value, "episodes": len(rollouts)}
         )
+        self._keep(self.evals[-1], is_eval=True)
         print(f"eval frames {e.total_frames} return {value:.3f}", flush=True)
 
 
@@ -282,6 +314,17 @@ def main() -> None:
         default="/work/peers/benchmarl-runs",
         help="where BenchMARL writes its CSV logs",
     )
+    p.add_argument(
+        "--run-dir",
+        default=None,
+        help="a resumable run: checkpoints and the curve here, restored when started again",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=60_000,
+        help="frames between checkpoints of a --run-dir run (a multiple of 6,000)",
+    )
     p.add_argument("--eval-episodes", type=int, default=EVAL_EPISODES)
     p.add_argument(
         "--throughput",
@@ -301,12 +344,21 @@ def main() -> None:
     import tensordict
     import torchrl
 
-    os.makedirs(args.save_dir, exist_ok=True)
-    save_folder = tempfile.mkdtemp(
-        prefix=f"{args.task}_{args.actions}_{args.model}_seed{args.seed}_", dir=args.save_dir
-    )
-    curve = Curve()
+    if args.run_dir is not None:
+        os.makedirs(args.run_dir, exist_ok=True)
+        save_folder = args.run_dir
+        curve = Curve(Path(args.run_dir) / "curve.jsonl")
+    else:
+        os.makedirs(args.save_dir, exist_ok=True)
+        save_folder = tempfile.mkdtemp(
+            prefix=f"{args.task}_{args.actions}_{args.model}_seed{args.seed}_", dir=args.save_dir
+        )
+        curve = Curve()
     experiment, task = build_experiment(args, save_folder, [curve])
+    restored = experiment.config.restore_file
+    frames_before = int(experiment.total_frames)  # those of a restored checkpoint
+    if restored is not None:
+        print(f"resuming from {restored} at {frames_before} frames", flush=True)
     print(
         f"BenchMARL MAPPO {args.task} seed {args.seed} frames {args.frames} "
         f"actions {args.actions} model {args.model}; logs in {save_folder}",
@@ -344,9 +396,9 @@ def main() -> None:
         "frames_per_batch": experiment.config.on_policy_collected_frames_per_batch,
         "n_envs": experiment.config.on_policy_n_envs_per_worker,
         "seconds": round(seconds, 1),
-        "steps_per_s": round(frames / seconds, 1),
+        "steps_per_s": round((frames - frames_before) / seconds, 1),
         "cpu_seconds": round(cpu_seconds, 1),
-        "cpu_steps_per_s": round(frames / cpu_seconds, 1),
+        "cpu_steps_per_s": round((frames - frames_before) / cpu_seconds, 1),
         "load_average": os.getloadavg(),
         "benchmarl_timers": logged_timers(save_folder),
         "torch_threads": torch.get_num_threads(),
@@ -374,6 +426,7 @@ def main() -> None:
     }
     row["mpe_source"] = mpe_source
     row["benchmarl_logs"] = save_folder
+    row["resumed_from"] = restored
     row["command"] = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
     row["date"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
