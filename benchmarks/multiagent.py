@@ -192,6 +192,7 @@ def report() -> None:
         per_seed = ", ".join(f"{v:.2f}" for v in values)
         print(f"| {task} | {agent} | {runs[0].get('steps', runs[0].get('frames'))} | "
               f"{len(runs)} | {np.mean(values):.2f} | {rate} | {per_seed} |")  # fmt: skip
+    agents = sorted({agent for _, agent in groups})  # one colour per agent on every plot
     for task in sorted({t for t, _ in groups}):
         fig, ax = plt.subplots(figsize=(6, 4))
         for (t, agent), runs in sorted(groups.items()):
@@ -200,7 +201,7 @@ def report() -> None:
             for i, run in enumerate(runs):
                 points = np.asarray(run.get("curve") or [], dtype=float)
                 if points.size:
-                    ax.plot(points[:, 0], points[:, 1], color=f"C{hash(agent) % 10}",
+                    ax.plot(points[:, 0], points[:, 1], color=f"C{agents.index(agent) % 10}",
                             alpha=0.8, label=agent if i == 0 else None)  # fmt: skip
         ax.set_xlabel("env steps")
         ax.set_ylabel("training return (mean over agents)")
