@@ -40,6 +40,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # included: each of those starts its own Ray (an embedded one, a ``ray start`` cluster, a CLI
 # subprocess), and every Ray started here or by rlformer asks for a new local instance
 # (``address="local"``) or names its cluster, so Rays side by side never join each other. The
+# modules that serve in-process stay on the shared Ray: two local Rays started together contend
+# for the dashboard agent's fixed port (52365), and Serve set-ups started beside it failed. The
 # scheduler sees only test ids, not marks or fixtures, so the modules are read from source: a
 # module whose ``pytestmark`` names ray, or a test function or class whose decorators do; a
 # module that names the shared Ray's fixture. The collection hook checks both readings.
@@ -183,19 +185,6 @@ def local_ray() -> Iterator[None]:
         _init_local_ray()
         _shared_ray_started = True
     yield
-
-
-@pytest.fixture(scope="module")
-def module_ray() -> Iterator[None]:
-    """A local Ray of the module's own, set up as the shared one, for a module long enough to
-    be a scope by itself (the serving modules): it runs beside the shared Ray's tests, on
-    another worker, instead of after them."""
-    ray = pytest.importorskip("ray")
-    _init_local_ray()
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -66,7 +66,7 @@ def _checkpoint(path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, module_ray: None) -> Iterator[dict[str, Any]]:
+def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[dict[str, Any]]:
     """One Serve instance holding the team's checkpoint (2 replicas) and its export."""
     pytest.importorskip("onnxruntime")
     from ray import serve

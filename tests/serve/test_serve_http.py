@@ -74,7 +74,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, module_ray: None) -> Iterator[dict[str, Any]]:
+def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[dict[str, Any]]:
     """One Serve instance on a free port holding one app per policy under ``/NAME``."""
     from ray import serve
 

@@ -184,9 +184,7 @@ def wait_for_expiry(url: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, module_ray: None
-) -> Iterator[tuple[str, Path]]:
+def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[tuple[str, Path]]:
     from ray import serve
 
     root = tmp_path_factory.mktemp("soak")

@@ -34,7 +34,7 @@ STATELESS = ["gtrxl", "lstm"]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, module_ray: None) -> Iterator[dict[str, Any]]:
+def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[dict[str, Any]]:
     """Stateless GTrXL and LSTM apps (two replicas each, one shared key, so that a blob of one
     policy reaches the other's MAC check) and a session-holding DT app, on one free port."""
     from ray import serve
