@@ -31,6 +31,7 @@ from rlformer.config import load_config  # noqa: E402
 from rlformer.policies import load_policy  # noqa: E402
 from rlformer.runs.checkpoints import write_checkpoint_file  # noqa: E402
 from rlformer.serve import ServeOptions, load_servable, start  # noqa: E402
+from tests.serve.stopping import shut_down_serve  # noqa: E402
 from tests.serve.test_serve_http import _free_port  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
@@ -69,8 +70,6 @@ def _checkpoint(path: Path) -> Path:
 def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[dict[str, Any]]:
     """One Serve instance holding the team's checkpoint (2 replicas) and its export."""
     pytest.importorskip("onnxruntime")
-    from ray import serve
-
     root = tmp_path_factory.mktemp("team")
     checkpoint = _checkpoint(root / "team.pt")
     export = load_policy(checkpoint).export_to(root / "export")
@@ -82,7 +81,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterato
         start(load_servable(export), options, port=port, route_prefix="/export", name="export")
         yield {"url": f"http://127.0.0.1:{port}", "checkpoint": checkpoint}
     finally:
-        serve.shutdown()
+        shut_down_serve()
 
 
 @functools.cache

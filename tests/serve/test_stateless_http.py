@@ -16,6 +16,7 @@ import requests
 from rlformer.policies import load_policy
 from rlformer.serve import ServeOptions, load_servable, start
 from rlformer.serve.state_blob import new_state_key
+from tests.serve.stopping import shut_down_serve
 from tests.serve.test_serve_http import (
     APPS,
     TIMEOUT,
@@ -37,8 +38,6 @@ STATELESS = ["gtrxl", "lstm"]
 def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[dict[str, Any]]:
     """Stateless GTrXL and LSTM apps (two replicas each, one shared key, so that a blob of one
     policy reaches the other's MAC check) and a session-holding DT app, on one free port."""
-    from ray import serve
-
     root = tmp_path_factory.mktemp("serve")
     port, key = _free_port(), new_state_key()
     try:
@@ -52,7 +51,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterato
         start(load_servable(paths["dt"]), dt_options, port=port, route_prefix="/dt", name="dt")
         yield {"url": f"http://127.0.0.1:{port}", "paths": paths}
     finally:
-        serve.shutdown()
+        shut_down_serve()
 
 
 def _act(url: str, body: Any) -> requests.Response:
