@@ -1,4 +1,4 @@
-"""Fixed-seed PPO, DT and ODT runs of 20k steps give the recorded metrics and checkpoint
+"""Fixed-seed PPO, DT and ODT runs of 5-8k steps give the recorded metrics and checkpoint
 tensors, bit for bit.
 
 The record (``data/fixed_seed_runs.json``) holds, per algorithm, a digest of every
@@ -51,13 +51,13 @@ def overrides(algo: str, data: Path) -> list[str]:
     env = ["env.id=rlformer/TMaze-v0", "env.kwargs.length=4", *COMMON]
     if algo == "ppo":
         extra = ["rollout.envs_per_worker=4", "rollout.fragment_length=32", "ppo.num_minibatches=2"]
-        return [*env, *TINY_CORE, *extra, "ppo.total_steps=20480"]
+        return [*env, *TINY_CORE, *extra, "ppo.total_steps=8192"]
     offline = [f"dt.dataset={data}", *TINY_DT]
     if algo == "dt":
-        return ["algo=dt", *env, *offline, "dt.train_steps=20000"]
+        return ["algo=dt", *env, *offline, "dt.train_steps=5000"]
     return [
         *("algo=odt", *env, *offline, "dt.target_returns=[1]"),
-        *("odt.pretrain_steps=200", "odt.online_steps=20000", "odt.updates_per_iteration=4"),
+        *("odt.pretrain_steps=200", "odt.online_steps=5000", "odt.updates_per_iteration=4"),
     ]
 
 
