@@ -1,4 +1,4 @@
-"""A soak test of ``rlformer serve``: over a thousand sessions created, stepped, expired and
+"""A soak test of ``rlformer serve``: 750 sessions created, stepped, expired and
 deleted by concurrent clients over real HTTP, malformed requests among them.
 
 What must hold was fixed before the first run:
@@ -29,6 +29,7 @@ import requests
 
 from rlformer.policies import load_policy
 from rlformer.serve import ServeOptions, load_servable, start
+from tests.serve.stopping import shut_down_serve
 from tests.serve.test_serve_http import _checkpoint, _free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
@@ -42,8 +43,10 @@ MODEL = [
     "model.core.d_ff=128",
     "model.core.memory_length=128",
 ]
-REPLICAS, CLIENTS, TTL_S = 2, 24, 4.0
-WARMUP_SESSIONS, SOAK_SESSIONS = 250, 1000
+# The TTL outlasts the longest pause between a session's steps on a loaded 2-core machine (a
+# busy test run stalls requests for seconds), so that only the sessions left idle expire.
+REPLICAS, CLIENTS, TTL_S = 2, 24, 10.0
+WARMUP_SESSIONS, SOAK_SESSIONS = 150, 600
 TIMEOUT = 60
 OBS = {"observation": [0.1, 0.2, 0.3], "episode_start": False}
 MALFORMED: list[tuple[str, str, Any, int]] = [
@@ -185,8 +188,6 @@ def wait_for_expiry(url: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[tuple[str, Path]]:
-    from ray import serve
-
     root = tmp_path_factory.mktemp("soak")
     path = _checkpoint(root, "soak", MODEL)
     try:
@@ -205,10 +206,10 @@ def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterato
             time.sleep(0.5)
         yield url, path
     finally:
-        serve.shutdown()
+        shut_down_serve()
 
 
-def test_a_thousand_sessions_come_and_go_without_errors_or_growth(
+def test_hundreds_of_sessions_come_and_go_without_errors_or_growth(
     server: tuple[str, Path],
 ) -> None:
     url, path = server
@@ -253,6 +254,9 @@ def test_a_thousand_sessions_come_and_go_without_errors_or_growth(
     )
     assert not [s for s in tally.statuses if s >= 500], tally.statuses
     assert not tally.wrong_refusals, tally.wrong_refusals[:5]
-    assert not mismatched, f"{len(mismatched)} sessions differ from offline, e.g. {mismatched[:3]}"
+    by_id = {p.session_id: p for p in warmup + soak}
+    assert not mismatched, f"{len(mismatched)} sessions differ from offline: " + "; ".join(
+        f"{sid} served {by_id[sid].actions} offline {expected[sid]}" for sid in mismatched[:3]
+    )
     assert expired["sessions"] == 0
     assert all(g <= 0.10 for g in growth.values()), growth
