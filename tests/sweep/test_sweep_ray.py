@@ -237,3 +237,25 @@ def test_asha_scheduler_stops_trials_early(tmp_path: Path) -> None:
         assert (len(steps) == 16) == (trial / "done.json").exists()
     report = _run("sweep", "report", str(tmp_path / "s"), "--metric", "rollout/return_mean")
     assert "ppo.learning_rate" not in report.stderr
+
+
+def test_a_trial_in_a_reused_process_computes_what_a_run_alone_computes(tmp_path: Path) -> None:
+    """One trial at a time: the second runs in the first one's process (Tune reuses it), and
+    its metrics equal those of the same config trained alone by ``rlformer train``."""
+    path = _sweep_file(tmp_path, seeds=2, max_concurrent=1, set={"ppo.total_steps": 2 * 64})
+    _run("sweep", str(path), "--dir", str(tmp_path / "s"))
+    first, second = _trial_dirs(tmp_path / "s").values()
+    pids = [json.loads((t / "attempts.jsonl").read_text())["pid"] for t in (first, second)]
+    assert pids[0] == pids[1], "Tune started a new process for the second trial"
+    run = _run_dir(second)
+    alone = tmp_path / "alone"
+    _run("train", str(run / "config.yaml"), "--set", f"run.root={alone}")
+
+    def rows(run_dir: Path) -> list[dict]:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        return [
+            {k: v for k, v in json.loads(x).items() if not k.startswith("time/")} for x in lines
+        ]
+
+    (alone_run,) = alone.iterdir()
+    assert rows(alone_run) == rows(run)
