@@ -13,6 +13,8 @@ import torch
 
 # Small models run 10-20x slower with 2 threads on a loaded 2-core machine.
 torch.set_num_threads(1)
+# Subprocesses (CLI runs, Ray workers) start with one OpenMP thread too.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 # The key that seals checkpointed env states lives under XDG_CONFIG_HOME: keep the tests' key
 # out of the user's home (subprocesses inherit it, so CLI runs share it with in-process ones).
