@@ -36,14 +36,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # Under pytest-xdist (``make test`` runs several workers), the tests that use the shared local
-# Ray (below) form one scope: they run on one worker, one after another, so that it starts once.
-# With them go the other Ray tests of their modules (run after the shared Ray is shut down), so
-# that a module's fixtures are built once. Every other module is a scope of its own, Ray tests
-# included: each of those starts its own Ray (an embedded one, a ``ray start`` cluster, a CLI
-# subprocess), and every Ray started here or by rlformer asks for a new local instance
-# (``address="local"``) or names its cluster, so Rays side by side never join each other. The
-# modules that serve in-process stay on the shared Ray: two local Rays started together contend
-# for the dashboard agent's fixed port (52365), and Serve set-ups started beside it failed. The
+# Ray (below) form two scopes: the learner groups' modules (tests/learners, tests/algos) and the
+# others. Each scope runs on one worker, one test after another, so that its Ray starts once,
+# and the two share the load that was one worker's critical path. With them go the other Ray
+# tests of their modules (run after the shared Ray is shut down), so that a module's fixtures
+# are built once. Every other module is a scope of its own, Ray tests included: each of those
+# starts its own Ray (an embedded one, a ``ray start`` cluster, a CLI subprocess), and every Ray
+# started here or by rlformer asks for a new local instance (``address="local"``) or names its
+# cluster, so Rays side by side never join each other. The modules that serve in-process stay
+# on a shared Ray and run last in their scope: two local Rays started together contend for the
+# dashboard agent's fixed port (52365), and Serve set-ups started beside one failed. The
 # scheduler sees only test ids, not marks or fixtures, so the modules are read from source: a
 # module whose ``pytestmark`` names ray, or a test function or class whose decorators do; a
 # module that names the shared Ray's fixture. The collection hook checks both readings.
@@ -96,8 +98,17 @@ def _in_ray_scope(nodeid: str) -> bool:
     return EVERY_TEST in names or bool(rest) and rest[0].split("[")[0] in names
 
 
+SERVING_MODULES = frozenset(m for m in SHARED_RAY_MODULES if "shut_down_serve" in _SOURCES[m])
+LEARNER_DIRS = ("tests/learners/", "tests/algos/")
+
+
 def _in_shared_ray_scope(nodeid: str) -> bool:
     return nodeid.split("::")[0] in SHARED_RAY_MODULES
+
+
+def _shared_ray_scope(nodeid: str) -> str:
+    """Which of the two shared-Ray scopes (above) a test of a shared-Ray module belongs to."""
+    return f"{SHARED_RAY}:learners" if nodeid.startswith(LEARNER_DIRS) else SHARED_RAY
 
 
 def _check_ray_modules(items: list[pytest.Item]) -> None:
@@ -132,7 +143,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class RayTestsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return SHARED_RAY if _in_shared_ray_scope(nodeid) else nodeid.split("::")[0]
+            if _in_shared_ray_scope(nodeid):
+                return _shared_ray_scope(nodeid)
+            return nodeid.split("::")[0]
 
     return RayTestsTogether(config, log)
 
@@ -152,9 +165,14 @@ def _uses_shared_ray(item: pytest.Item | None) -> bool:
 
 
 def _shared_ray_tests_first(items: list[pytest.Item]) -> None:
-    """Within the shared scope, the shared Ray's tests first, each group in collection order."""
+    """Within the shared scopes, the shared Ray's tests first (the serving modules' last among
+    them), then the modules' other Ray tests, each group in collection order."""
     slots = [i for i, item in enumerate(items) if _in_shared_ray_scope(item.nodeid)]
-    ordered = sorted((items[i] for i in slots), key=lambda item: not _uses_shared_ray(item))
+
+    def order(item: pytest.Item) -> tuple[bool, bool]:
+        return not _uses_shared_ray(item), item.nodeid.split("::")[0] in SERVING_MODULES
+
+    ordered = sorted((items[i] for i in slots), key=order)
     for i, item in zip(slots, ordered, strict=True):
         items[i] = item
 
