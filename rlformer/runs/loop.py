@@ -306,7 +306,10 @@ def _train(
         bar.total, bar.unit = progress.total, progress.unit
         bar.update(progress.done - bar.n)
         bar.set_postfix_str(summary)
-        regular = algo.iteration % cfg.run.checkpoint_every == 0 or done or stop.requested
+        # Read once: a signal that lands later in this iteration stops after the next one's
+        # checkpoint, never after an iteration that wrote none.
+        stopping = stop.requested
+        regular = algo.iteration % cfg.run.checkpoint_every == 0 or done or stopping
         if regular or improved:
             checkpoint(regular, improved)
         decile = 10 * progress.done // max(progress.total, 1)
@@ -315,5 +318,5 @@ def _train(
         last_decile = decile
         if on_iteration is not None:
             on_iteration(algo.iteration, {"env_steps": getattr(algo, "env_steps", 0), **metrics})
-        if stop.requested and not done:
+        if stopping and not done:
             raise Interrupted(str(stop.signal_name), run_dir, progress.done, progress.total)

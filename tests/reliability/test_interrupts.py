@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -104,3 +105,24 @@ def test_second_signal_stops_at_once(tmp_path: Path) -> None:
     assert stopped.returncode == 130
     assert "second SIGINT: stopping now" in stopped.stderr
     assert "Traceback" not in stopped.stderr
+
+
+def test_a_signal_late_in_an_iteration_stops_after_the_next_checkpoint(tmp_path: Path) -> None:
+    """A signal that lands after an iteration decided not to checkpoint (here: in the
+    per-iteration callback, the last step before the loop looks at the stop flag) is acted on
+    one iteration later, after that iteration's checkpoint: never "checkpoint written" with
+    none written."""
+    from rlformer.runs.signals import Interrupted
+    from rlformer.runs.training import train
+    from tests.reliability.tiny import tiny_config
+
+    def signal_at_two(iteration: int, metrics: dict) -> None:
+        if iteration == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    cfg = tiny_config(tmp_path, *STEPS, "run.progress=false")
+    with pytest.raises(Interrupted) as stopped:
+        train(cfg, on_iteration=signal_at_two)
+    assert "after iteration 3/40, checkpoint written" in str(stopped.value)
+    (run_dir,) = tmp_path.iterdir()
+    assert load_checkpoint(run_dir)["iteration"] == len(_rows(run_dir)) == 3
