@@ -306,9 +306,7 @@ def _train(
         bar.total, bar.unit = progress.total, progress.unit
         bar.update(progress.done - bar.n)
         bar.set_postfix_str(summary)
-        # Read once: a signal that lands later in this iteration stops after the next one's
-        # checkpoint, never after an iteration that wrote none.
-        stopping = stop.requested
+        stopping = stop.requested  # read once: a later signal stops after the next checkpoint
         regular = algo.iteration % cfg.run.checkpoint_every == 0 or done or stopping
         if regular or improved:
             checkpoint(regular, improved)
