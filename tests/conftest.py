@@ -16,6 +16,9 @@ torch.set_num_threads(1)
 # Subprocesses (CLI runs, Ray workers) start with one OpenMP thread too.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+# Serve's HTTP proxy gets 60 s to start, not 5: under the suite's load its process can take
+# longer, and Serve then kills it and ``serve.start`` fails (rlformer.serve.launch says more).
+os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
 # The key that seals checkpointed env states lives under XDG_CONFIG_HOME: keep the tests' key
 # out of the user's home (subprocesses inherit it, so CLI runs share it with in-process ones).
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="rlformer-test-config-")

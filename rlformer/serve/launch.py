@@ -32,6 +32,12 @@ from rlformer.serve.steps import check_servable
 
 APP_NAME = "rlformer"
 READY_TIMEOUT_S = 180.0
+# Serve's controller kills an HTTP proxy that is not ready 5 s after it was started, and starts
+# another; on a busy machine a proxy's process can take longer to start, and ``serve.start``,
+# which waits on the first proxy, then fails. Processes of an embedded Ray read this from the
+# environment of the process that starts it.
+PROXY_READY_ENV = "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"
+PROXY_READY_TIMEOUT_S = "60"
 
 
 def load_servable(spec: str | Path, trust: bool = False, stateless: bool = False) -> Any:
@@ -195,6 +201,7 @@ def _init_ray(address: str | None) -> None:
     common: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address is None:
         os.environ.pop("RAY_ADDRESS", None)
+        os.environ.setdefault(PROXY_READY_ENV, PROXY_READY_TIMEOUT_S)
         ray.init(address="local", include_dashboard=False, **common)
         return
     try:
