@@ -19,6 +19,9 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 # Serve's HTTP proxy gets 60 s to start, not 5: under the suite's load its process can take
 # longer, and Serve then kills it and ``serve.start`` fails (rlformer.serve.launch says more).
 os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
+# Ray's metrics collection (Prometheus export) is two thirds of an idle Serve instance's CPU and
+# two fifths of an idle Ray's; no test reads those metrics, and the suite is CPU-bound.
+os.environ.setdefault("RAY_enable_metrics_collection", "0")
 # The key that seals checkpointed env states lives under XDG_CONFIG_HOME: keep the tests' key
 # out of the user's home (subprocesses inherit it, so CLI runs share it with in-process ones).
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="rlformer-test-config-")
