@@ -16,11 +16,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Re-install whenever the dependency declarations change. --no-compile: pip would byte-compile
-# every module of torch, ray and the rest (half the install's time, ~60 s here); Python compiles
-# the few that get imported on first use instead.
+# Re-install whenever the dependency declarations change.
 $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py $(CONSTRAINTS)
-	$(BIN)/pip install --quiet --no-compile $(PIP_CONSTRAINT_FLAG) -e ".[dev]"
+	$(BIN)/pip install --quiet $(PIP_CONSTRAINT_FLAG) -e ".[dev]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -58,7 +56,7 @@ lint: install
 
 ## Side-by-side benchmarks (needs the bench extra: transformers).
 bench: install
-	$(BIN)/pip install --quiet --no-compile $(PIP_CONSTRAINT_FLAG) -e ".[dev,bench]"
+	$(BIN)/pip install --quiet $(PIP_CONSTRAINT_FLAG) -e ".[dev,bench]"
 	$(BIN)/python benchmarks/core.py
 
 ## CleanRL's ppo_trxl in its own venv, as a peer on POPGym (benchmarks/peers/cleanrl_trxl.py):
