@@ -24,7 +24,10 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py $(CONSTRAINTS)
 	$(BIN)/pip install --quiet $(PIP_CONSTRAINT_FLAG) -e ".[dev]"
 	touch $@
 
+# The package's own modules (an editable install: pip compiles none of them) are compiled here,
+# for the same reason; compileall skips the ones already up to date.
 install: $(VENV)/.installed
+	$(BIN)/python -m compileall -q rlformer envs > /dev/null
 
 ## Train GTrXL-PPO on a memory task with an embedded local Ray and print the success rate.
 quickstart: install
