@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +24,14 @@ os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
 # Ray's metrics collection (Prometheus export) is two thirds of an idle Serve instance's CPU and
 # two fifths of an idle Ray's; no test reads those metrics, and the suite is CPU-bound.
 os.environ.setdefault("RAY_enable_metrics_collection", "0")
-# The key that seals checkpointed env states lives under XDG_CONFIG_HOME: keep the tests' key
-# out of the user's home (subprocesses inherit it, so CLI runs share it with in-process ones).
-os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="rlformer-test-config-")
+# One scratch folder per test process, removed when it exits. The key that seals checkpointed
+# env states lives under XDG_CONFIG_HOME: keep the tests' key out of the user's home
+# (subprocesses inherit it, so CLI runs share it with in-process ones). SB3's logger makes a
+# folder per model trained unless SB3_LOGDIR names one.
+_SCRATCH = Path(tempfile.mkdtemp(prefix="rlformer-tests-"))
+atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
+os.environ["XDG_CONFIG_HOME"] = str(_SCRATCH / "config")
+os.environ.setdefault("SB3_LOGDIR", str(_SCRATCH / "sb3"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
