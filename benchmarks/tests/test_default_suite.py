@@ -62,6 +62,29 @@ def test_popgym_aggregate_rescales_random_play_to_0_and_the_best_return_to_1() -
     assert low == 0.0 and high == 0.5  # A's resamples: 0, 0.5 or 1 -> aggregate 0, 0.25, 0.5
 
 
+def test_the_aggregate_gets_a_ci_only_once_every_task_has_two_seeds(tmp_path: Path, capsys) -> None:
+    out, random_out = tmp_path / "rows.jsonl", tmp_path / "random_play.jsonl"
+    random_out.write_text(
+        "".join(
+            json.dumps({"task": t, "return_mean": 0.0}) + "\n" for t in ("popgym-A", "popgym-B")
+        )
+    )
+
+    def write(*runs: tuple[str, int, float]) -> str:
+        rows = [{"task": t, "seed": s, "steps": 10, "eval_return": r} for t, s, r in runs]
+        out.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        default_suite.report(out, random_out)
+        return capsys.readouterr().out.splitlines()[-1]
+
+    # A's two seeds alone would give an interval narrower than the tasks' spread: no CI.
+    one_seed = write(("popgym-A", 0, 1.0), ("popgym-A", 1, 0.0), ("popgym-B", 0, 0.5))
+    assert one_seed == "POPGym aggregate over 2 tasks: 0.500 (no CI: one seed on 1 of 2 tasks)"
+    both = write(
+        *[("popgym-A", s, 1.0 - s) for s in (0, 1)], ("popgym-B", 0, 0.5), ("popgym-B", 1, 0.5)
+    )
+    assert both == "POPGym aggregate over 2 tasks: 0.500 [0.250, 0.750]"
+
+
 def test_an_agent_adds_its_keys_to_the_env_id_alone_and_runs_under_its_own_name(
     tmp_path: Path, monkeypatch
 ) -> None:
