@@ -120,5 +120,6 @@ class Algorithm(Protocol):
 
 
 def algorithm_class(name: str) -> type[Algorithm]:
-    """The class algorithm ``name``'s declaration names (:mod:`rlformer.config.sections.registry`)."""
+    """The class that algorithm ``name``'s declaration names
+    (:mod:`rlformer.config.sections.registry`)."""
     return load_attr(algorithm_spec(name).algorithm)

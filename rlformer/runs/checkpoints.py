@@ -12,10 +12,10 @@ Why atomic: a run killed mid-write must never leave a checkpoint that looks comp
 Why no pickle: checkpoints travel between people, and unpickling a file can run any code in it.
 Every checkpoint is read with ``torch.load(weights_only=True)``, which accepts only tensors,
 numbers, strings, bytes and containers of them; spaces are stored as data
-(:mod:`rlformer.export.space_codec`). The one thing that needs pickle, the rollout workers' exact env
-states, is kept as opaque bytes sealed with an HMAC under a key private to this user
-(:func:`seal_state`): a resumed run unpickles them only if the seal verifies, i.e. this user wrote
-them, or if the user passes ``--trust-checkpoint``.
+(:mod:`rlformer.export.space_codec`). The one thing that needs pickle, the rollout workers'
+exact env states, is kept as opaque bytes sealed with an HMAC under a key private to this user
+(:func:`seal_state`): a resumed run unpickles them only if the seal verifies, i.e. this user
+wrote them, or if the user passes ``--trust-checkpoint``.
 """
 
 from __future__ import annotations

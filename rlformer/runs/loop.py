@@ -22,6 +22,13 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from rlformer.config import ConfigError, TrainConfig, dump_config, load_saved_config
+from rlformer.config.sections.registry import algorithm_spec
+from rlformer.core.device import resolve_device
+from rlformer.learners.learner_group import LearnerError
+from rlformer.learners.nonfinite import NonFiniteError
+from rlformer.rollout.env_guard import EnvCrash, EnvDataError
+from rlformer.rollout.ray_collector import RolloutError
 from rlformer.runs.algorithm import (
     FINAL_EVAL_SEED_OFFSET,
     PERIODIC_EVAL_SEED_OFFSET,
@@ -37,16 +44,15 @@ from rlformer.runs.checkpoints import (
     save_checkpoint,
     write_checkpoint_file,
 )
-from rlformer.config import ConfigError, TrainConfig, dump_config, load_saved_config
-from rlformer.config.sections.registry import algorithm_spec
-from rlformer.core.device import resolve_device
-from rlformer.runs.signals import Interrupted, StopRequest
-from rlformer.learners.nonfinite import NonFiniteError
-from rlformer.learners.learner_group import LearnerError
+from rlformer.runs.directory import (
+    MIN_FREE_BYTES,
+    MetricsLogger,
+    RunLock,
+    check_run_root,
+    new_run_dir,
+)
 from rlformer.runs.resume import describe_changes
-from rlformer.rollout.env_guard import EnvCrash, EnvDataError
-from rlformer.rollout.ray_collector import RolloutError
-from rlformer.runs.directory import MIN_FREE_BYTES, MetricsLogger, RunLock, check_run_root, new_run_dir
+from rlformer.runs.signals import Interrupted, StopRequest
 
 RUN_FAILURES = (NonFiniteError, EnvCrash, EnvDataError, RolloutError, LearnerError)
 """Problems found while training that stop the run (the CLI prints them as one line)."""

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rlformer.config import TrainConfig, changed_keys, load_saved_config, parse_override
+from rlformer.moved_paths import moved_name
 from rlformer.runs.algorithm import algorithm_class
+from rlformer.runs.checkpoints import CheckpointError, refuse_saved_calls
 from rlformer.runs.loop import (
     RUN_FAILURES,
     RunFailed,
@@ -17,9 +20,6 @@ from rlformer.runs.loop import (
     run,
     write_checkpoint,
 )
-from rlformer.moved_paths import moved_name
-from rlformer.runs.checkpoints import CheckpointError, refuse_saved_calls
-from rlformer.config import TrainConfig, changed_keys, load_saved_config, parse_override
 from rlformer.runs.resume import refuse_fixed_changes
 
 __all__ = [
