@@ -186,6 +186,9 @@ class LearnerGroup:
         self.actors = [remote.remote(*args, rank, device, threads) for rank in range(size)]
         startup = max(STARTUP_TIMEOUT_FLOOR_S, timeout_s)
         try:
+            # Every member is up before any joins: the join waits for the others at most
+            # ``timeout_s``, which may be shorter than one member's start on a busy machine.
+            self._gather([actor.process_id.remote() for actor in self.actors], "start", startup)
             (host, port), *_ = self._gather([self.actors[0].rendezvous.remote()], "start", startup)
             self.call("join", [(host, port, size, timeout_s)] * size, startup)
         except LearnerError as err:

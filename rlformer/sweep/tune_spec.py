@@ -82,6 +82,11 @@ class PbtTune(_Strict):
     perturbation_interval: int = Field(ge=1, description="Time between exploit/explore steps.")
     quantile_fraction: float = Field(0.25, gt=0, le=0.5, description="Share copied / copying.")
     resample_probability: float = Field(0.25, ge=0, le=1, description="Redraw, not perturb.")
+    synch: bool = Field(
+        False,
+        description="Wait at each perturbation point until every member reaches it (Tune's "
+        "synchronous PBT): exploits then do not depend on which member ran faster.",
+    )
 
 
 class NoScheduler(_Strict):

@@ -115,6 +115,7 @@ def _scheduler(tune: Tune) -> Any:
         hyperparam_mutations=_param_space(tune),
         quantile_fraction=kind.quantile_fraction,
         resample_probability=kind.resample_probability,
+        synch=kind.synch,
     )
 
 

@@ -139,8 +139,8 @@ def test_pbt_tune_copies_checkpoints_between_members(tmp_path: Path) -> None:
         base=tiny,
         metric="lr",  # fixed by each member's values: the lowest rate is always exploited
         num_samples=3,
-        budget=8 * 64,  # three perturbation points: one is enough, when trials start apart
-        scheduler={"type": "pbt", "time": "iterations", "perturbation_interval": 2},
+        budget=8 * 64,  # three perturbation points, each met by every member (synch)
+        scheduler={"type": "pbt", "time": "iterations", "perturbation_interval": 2, "synch": True},
         max_concurrent=3,
     )
     out = _run("tune", str(path), "--dir", str(tmp_path / "out"))
