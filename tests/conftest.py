@@ -24,10 +24,6 @@ os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
 # Ray's metrics collection (Prometheus export) is two thirds of an idle Serve instance's CPU and
 # two fifths of an idle Ray's; no test reads those metrics, and the suite is CPU-bound.
 os.environ.setdefault("RAY_enable_metrics_collection", "0")
-# Ray starts its workers at nice 15, below the test processes (nice 0). With pytest-xdist's
-# workers keeping both cores busy, a Serve replica or a rollout worker then got a few percent of
-# a core, and a test waiting on it waited for minutes while its own process sat idle.
-os.environ.setdefault("RAY_worker_niceness", "0")
 # One scratch folder per test process, removed when it exits. The key that seals checkpointed
 # env states lives under XDG_CONFIG_HOME: keep the tests' key out of the user's home
 # (subprocesses inherit it, so CLI runs share it with in-process ones). SB3's logger makes a
