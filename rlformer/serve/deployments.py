@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import json
 import os
 import re
+import time
 import uuid
 from collections import Counter, OrderedDict
 from dataclasses import asdict, dataclass, replace
@@ -32,6 +32,7 @@ from starlette.responses import JSONResponse
 
 from rlformer.serve.batched_steps import row_ops
 from rlformer.serve.messages import RequestError
+from rlformer.serve.replica_watch import ReplicaLost, ReplicaWatch
 from rlformer.serve.sessions import SessionStore
 from rlformer.serve.state_blob import new_state_key
 from rlformer.serve.steps import check_servable, session_steps, state_codec
@@ -52,6 +53,10 @@ class ServeOptions:
     request_timeout_s: float = 30.0
     stateless: bool = False  # clients carry their state (POST /v1/act); replicas hold none
     state_key: str = ""  # hex HMAC key of stateless blobs ("": a random one per app start)
+    # stateless: how long a step waits on one replica while another is up before it goes
+    # there; a batched step takes milliseconds, so this ends waits on a replica that died
+    # unseen (Serve holds its requests until the replacement starts)
+    step_patience_s: float = 5.0
     server_id: str = ""  # answered by /v1/health, so a launcher knows its own server answers
 
 
@@ -151,7 +156,7 @@ class Router:
         # which replica incarnation last held each session (bounded: best effort for old ids)
         self.homes: OrderedDict[str, str] = OrderedDict()
         self.max_homes = 2 * len(replicas) * self.options.max_sessions
-        self._turns = itertools.cycle(range(len(replicas)))  # stateless: replicas in turn
+        self.watch = ReplicaWatch(len(replicas), self._probe)  # stateless: replicas in turn
 
     def _replica(self, session_id: str) -> DeploymentHandle:
         digest = hashlib.sha256(session_id.encode()).digest()
@@ -233,12 +238,13 @@ class Router:
         except (ValueError, UnicodeDecodeError) as err:
             raise RequestError(400, f"the body is not JSON ({err})"[:300]) from None
 
-    async def _call(self, response: Any) -> Any:
-        """A replica's answer within the request timeout; Ray failures become clear errors."""
+    async def _call(self, response: Any, timeout_s: float | None = None) -> Any:
+        """A replica's answer within the request timeout (or ``timeout_s``, what is left of
+        it); Ray failures become clear errors."""
         from ray.exceptions import RayActorError
 
         try:
-            return await asyncio.wait_for(response, self.options.request_timeout_s)
+            return await asyncio.wait_for(response, timeout_s or self.options.request_timeout_s)
         except TimeoutError:
             raise RequestError(
                 503, f"no answer within {self.options.request_timeout_s:g} s", "timeout"
@@ -271,19 +277,32 @@ class Router:
         return JSONResponse(result)
 
     async def _act_stateless(self, body: Any) -> JSONResponse:
-        """A step on the next replica in turn; a dead replica's step goes to the next one,
-        since the state travels with the request."""
+        """A step on the next replica in turn that is up; a dead replica's step goes to the
+        next one, since the state travels with the request."""
+        deadline = time.monotonic() + self.options.request_timeout_s
         for _ in range(len(self.replicas)):
-            replica = self.replicas[next(self._turns)]
+            index = self.watch.next_index()
+            left = max(deadline - time.monotonic(), 0.001)
+            others_up = self.watch.others_up(index)
+            patience = min(self.options.step_patience_s, left) if others_up else None
+            response = self.replicas[index].act.remote(None, body)
             try:
-                result = await self._call(replica.act.remote(None, body))
+                answer = self._call(response, left)
+                result = await self.watch.wait(index, answer, response.cancel, patience)
             except RequestError as err:
-                if err.code != "replica_lost":  # a dead replica: try the next one
+                if err.code != "replica_lost":
                     raise
+                self.watch.mark_down(index)  # its other waiting steps leave it now
+                continue
+            except ReplicaLost:  # found dead or silent: this step goes to the next replica
                 continue
             result.pop("incarnation", None)
             return JSONResponse(result, status_code=result.get("status", 200))
         raise RequestError(503, "no policy replica is alive; retry shortly", "no_replica")
+
+    async def _probe(self, index: int) -> None:
+        """Answers once replica ``index`` serves again (Serve holds the call until then)."""
+        await self._call(self.replicas[index].stats.remote())
 
     async def _health(self) -> dict[str, Any]:
         stats = [await self._call(r.stats.remote()) for r in self.replicas]

@@ -32,18 +32,26 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 SESSIONS = 32
 STATELESS = ["gtrxl", "lstm"]
+PATIENCE_S = {"gtrxl": ServeOptions.step_patience_s, "lstm": 0.5}  # a step's wait on a replica
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[dict[str, Any]]:
     """Stateless GTrXL and LSTM apps (two replicas each, one shared key, so that a blob of one
-    policy reaches the other's MAC check) and a session-holding DT app, on one free port."""
+    policy reaches the other's MAC check; the LSTM's steps short of patience) and a
+    session-holding DT app, on one free port."""
     root = tmp_path_factory.mktemp("serve")
     port, key = _free_port(), new_state_key()
     try:
         paths = {name: _checkpoint(root, name, APPS[name][0]) for name in STATELESS}
         for name in STATELESS:
-            options = ServeOptions(replicas=2, max_batch=32, stateless=True, state_key=key)
+            options = ServeOptions(
+                replicas=2,
+                max_batch=32,
+                stateless=True,
+                state_key=key,
+                step_patience_s=PATIENCE_S[name],
+            )
             policy = load_servable(paths[name])
             start(policy, options, port=port, route_prefix=f"/{name}", name=name)
         paths["dt"] = dt_checkpoint(root)
@@ -58,12 +66,18 @@ def _act(url: str, body: Any) -> requests.Response:
     return requests.post(f"{url}/v1/act", json=body, timeout=TIMEOUT)
 
 
-def _run_stateless(url: str, steps: list[dict[str, Any]], seed: int) -> list[Any]:
-    """One client: each step sends the state of the previous answer (none at the first)."""
+def _run_stateless(
+    url: str, steps: list[dict[str, Any]], seed: int, waits: list[float] | None = None
+) -> list[Any]:
+    """One client: each step sends the state of the previous answer (none at the first);
+    ``waits`` collects each step's answer time."""
     pause, state, actions = random.Random(seed), None, []
     for step in steps:
         time.sleep(pause.uniform(0, 0.01))  # shuffles the interleaving between clients
+        sent = time.monotonic()
         answer = _act(url, {**step, "state": state})
+        if waits is not None:
+            waits.append(time.monotonic() - sent)
         assert answer.status_code == 200, answer.text
         actions.append(answer.json()["action"])
         state = answer.json()["state"]
@@ -196,3 +210,27 @@ def test_a_killed_stateless_replica_loses_no_client(server: dict[str, Any]) -> N
     assert got == expected
     after = incarnations()  # replica 0 restarted by Serve, replica 1 untouched
     assert after[0] != before[0] and after[1] == before[1]
+
+
+def test_a_replica_killed_between_steps_holds_no_step_for_its_restart(
+    server: dict[str, Any],
+) -> None:
+    """Runs after the kill above, on the other app: a replica that dies while no step is on it
+    gives no step an error, and Serve holds the steps sent to it until its replacement starts
+    (7.6 s here beside two training jobs). Such a step is given up after the patience and
+    answered by the other replica."""
+    url = f"{server['url']}/lstm"
+    steps = _episodes(300)
+    expected = reference(load_policy(server["paths"]["lstm"]), steps)
+    health = requests.get(f"{url}/v1/health", timeout=TIMEOUT).json()
+    before = [r["incarnation"] for r in health["per_replica"]]
+    killed = time.monotonic()
+    _kill_replica("lstm", "PolicyReplica1")
+    waits: list[float] = []
+    assert _run_stateless(url, steps, 0, waits) == expected
+    health = requests.get(f"{url}/v1/health", timeout=TIMEOUT).json()  # waits for the new one
+    restart_s = time.monotonic() - killed
+    after = [r["incarnation"] for r in health["per_replica"]]
+    assert after[0] == before[0] and after[1] != before[1]
+    # without the patience the step sent to replica 1 right after the kill waits out its restart
+    assert max(waits) < PATIENCE_S["lstm"] + 2.0 < restart_s, (max(waits), restart_s)
