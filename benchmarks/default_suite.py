@@ -6,6 +6,7 @@ no other key. This script trains exactly that on each task of the suites, with s
 advance, and writes one row per run (the final evaluation, the training return, the commit).
 
     python benchmarks/default_suite.py --suites popgym --seeds 0 1 2 --shard 0/2
+    python benchmarks/default_suite.py --suites popgym --agent task-config --shard 0/2
     python benchmarks/default_suite.py --random-play
     python benchmarks/default_suite.py --report-only
 
@@ -98,9 +99,30 @@ class Row:
     agent: str = "default"  # a key of AGENTS
 
 
-# What is compared with the default: each agent is the env id alone plus these keys. The GRU
-# torso under the same settings is the issue's torso comparison and part of a task's ceiling.
-AGENTS: dict[str, tuple[str, ...]] = {"default": (), "gru": ("model.torso=gru",)}
+# What is compared with the default: each agent is the env id alone plus these keys, or (the
+# task-config agents) the task's own config from configs/memory/ plus these keys. The GRU torso
+# under the same settings is the torso comparison; every agent but the default is a candidate
+# for a task's ceiling.
+AGENTS: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "gru": ("model.torso=gru",),
+    "task-config": (),
+    "task-config-gru": ("model.torso=gru",),
+}
+ON_TASK_CONFIG = {"task-config", "task-config-gru"}
+
+# The task configs that tuned a POPGym task, at the suite's budget (their own budget is
+# replaced). Where a task has two, the one its documented best result came from. Tasks whose
+# default reaches the best possible return on every seed need none: no ceiling is above it.
+# PositionOnlyPendulum's config resolves to the default itself (reward normalisation on).
+TASK_CONFIGS: dict[str, str] = {
+    "popgym-Autoencode": "configs/memory/popgym_autoencode_sinusoidal_clock.yaml",
+    "popgym-Battleship": "configs/memory/popgym_battleship.yaml",
+    "popgym-Concentration": "configs/memory/popgym_concentration.yaml",
+    "popgym-CountRecall": "configs/memory/popgym_count_recall_constant_lr.yaml",
+    "popgym-HigherLower": "configs/memory/popgym_higher_lower.yaml",
+    "popgym-MineSweeper": "configs/memory/popgym_minesweeper.yaml",
+}
 
 
 def commit() -> str:
@@ -139,13 +161,16 @@ def run_one(name: str, task: Task, seed: int, root: Path, agent: str = "default"
     found = sorted(root.glob(f"{label}-*"))
     start = time.perf_counter()
     items = command(task, seed, root, label, agent)
+    config = TASK_CONFIGS[name] if agent in ON_TASK_CONFIG else None
     if found and not (found[-1] / "eval.json").exists():
         result = resume(found[-1], ["run.progress=false"])
     else:
-        result = train(load_config(None, items))
+        result = train(load_config(None if config is None else REPO / config, items))
     run = result.run_dir
     evaluation = json.loads((run / "eval.json").read_text())
     sets = " ".join(f"--set {x}" for x in items[: len(task.keys) + 2 + len(AGENTS[agent])])
+    if config is not None:
+        sets = f"{config} {sets}"
     return Row(
         name, task.env_id, seed, task.steps, evaluation["return_mean"],
         evaluation.get("success_rate"), train_return(run), time.perf_counter() - start,
@@ -228,6 +253,69 @@ def report(out: Path, random_out: Path) -> None:
             else f"(no CI: one seed on {sum(n == 1 for n in runs.values())} of {len(runs)} tasks)"
         )
         print(f"\nPOPGym aggregate over {len(runs)} tasks: {mean:.3f} {interval}")
+    report_ceilings(done_rows(out), floors)
+
+
+WITHIN = 0.05
+"""The target's margin, in normalised score: the default within it of the task's ceiling."""
+
+
+def ceiling_verdicts(rows: list[dict], floors: dict[str, float]) -> list[dict]:
+    """Per task: the ceiling (the best mean of the agents other than the default, each over
+    its own seeds) and the default's mean over the same seeds, normalised between random play
+    (0) and the ceiling (1).
+
+    A task is counted toward the target only when some other agent was run on it and its
+    ceiling is more than ``WITHIN`` above random play; otherwise it is listed apart.
+    """
+    returns: dict[str, dict[str, dict[int, float]]] = {}
+    for row in rows:
+        agents = returns.setdefault(row["task"], {})
+        agents.setdefault(row.get("agent", "default"), {})[row["seed"]] = row["eval_return"]
+    verdicts = []
+    for task, agents in sorted(returns.items()):
+        if "default" not in agents or task not in floors:
+            continue
+        floor, default = floors[task], agents["default"]
+        others = {a: float(np.mean(list(v.values()))) for a, v in agents.items() if a != "default"}
+        verdict: dict = {"task": task, "random": floor, "ceiling": None}
+        verdict["default"] = float(np.mean(list(default.values())))
+        if others:
+            best = max(others, key=others.__getitem__)
+            seeds = sorted(agents[best])
+            verdict |= {"ceiling": others[best], "by": best, "seeds": seeds}
+            if all(seed in default for seed in seeds):
+                verdict["default"] = float(np.mean([default[seed] for seed in seeds]))
+        if verdict["ceiling"] is None or verdict["ceiling"] - floor <= WITHIN:
+            verdict["counted"] = False
+        else:
+            score = (verdict["default"] - floor) / (verdict["ceiling"] - floor)
+            verdict |= {"counted": True, "normalised": score, "within": score >= 1 - WITHIN}
+        verdicts.append(verdict)
+    return verdicts
+
+
+def report_ceilings(rows: list[dict], floors: dict[str, float]) -> None:
+    verdicts = ceiling_verdicts(rows, floors)
+    head = "| task | random play | ceiling (agent, seeds) | default, same seeds | normalised |"
+    print(f"\n{head} verdict |")
+    print("| --- | ---: | --- | ---: | ---: | --- |")
+    for v in verdicts:
+        ceiling = "none"
+        if v["ceiling"] is not None:
+            seeds = ", ".join(str(seed) for seed in v["seeds"])
+            ceiling = f"{v['ceiling']:.3f} ({v['by']}, seeds {seeds})"
+        if v["counted"]:
+            score, verdict = f"{v['normalised']:.2f}", "within" if v["within"] else "behind"
+        else:
+            score, verdict = "", "apart: " + ("no ceiling" if v["ceiling"] is None else "at random")
+        print(
+            f"| {v['task']} | {v['random']:.3f} | {ceiling} | {v['default']:.3f} | {score} "
+            f"| {verdict} |"
+        )
+    counted = [v for v in verdicts if v["counted"]]
+    within = sum(v["within"] for v in counted)
+    print(f"\nwithin {WITHIN} of the ceiling on {within} of {len(counted)} counted tasks")
 
 
 def main() -> None:
@@ -259,7 +347,8 @@ def main() -> None:
         for seed in args.seeds
         for suite in args.suites
         for name, task in SUITES[suite].items()
-        if not args.tasks or name in args.tasks
+        if (not args.tasks or name in args.tasks)
+        and (args.agent not in ON_TASK_CONFIG or name in TASK_CONFIGS)
     ][index::count]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for name, task, seed in plan:

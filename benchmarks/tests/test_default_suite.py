@@ -74,7 +74,8 @@ def test_the_aggregate_gets_a_ci_only_once_every_task_has_two_seeds(tmp_path: Pa
         rows = [{"task": t, "seed": s, "steps": 10, "eval_return": r} for t, s, r in runs]
         out.write_text("".join(json.dumps(row) + "\n" for row in rows))
         default_suite.report(out, random_out)
-        return capsys.readouterr().out.splitlines()[-1]
+        printed = capsys.readouterr().out.splitlines()
+        return next(line for line in printed if line.startswith("POPGym aggregate"))
 
     # A's two seeds alone would give an interval narrower than the tasks' spread: no CI.
     one_seed = write(("popgym-A", 0, 1.0), ("popgym-A", 1, 0.0), ("popgym-B", 0, 0.5))
@@ -96,3 +97,46 @@ def test_an_agent_adds_its_keys_to_the_env_id_alone_and_runs_under_its_own_name(
     (run,) = tmp_path.glob("CartPole-gru-s0-*")
     assert row.agent == "gru" and row.command.endswith("--set model.torso=gru")
     assert "torso: gru" in (run / "config.yaml").read_text()
+
+
+def test_a_task_config_agent_trains_the_task_s_config_at_the_suite_s_budget(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr(default_suite, "EVAL_EPISODES", 2)
+    config = "configs/memory/popgym_count_recall_constant_lr.yaml"  # its own budget is 5M
+    monkeypatch.setitem(default_suite.TASK_CONFIGS, "popgym-CountRecall", config)
+    task = Task("popgym-CountRecallEasy-v0", 512, ("env.imports=[popgym]",))
+    row = run_one("popgym-CountRecall", task, 0, tmp_path, "task-config-gru")
+    (run,) = tmp_path.glob("popgym-CountRecall-task-config-gru-s0-*")
+    saved = (run / "config.yaml").read_text()
+    assert "total_steps: 512" in saved and "anneal_lr: false" in saved and "torso: gru" in saved
+    assert row.command.startswith(f"rlformer train {config} --set env.id=")
+    assert row.agent == "task-config-gru" and row.steps == 512
+
+
+def _rows(task: str, agent: str, returns: list[float]) -> list[dict]:
+    return [
+        {"task": task, "agent": agent, "seed": seed, "eval_return": value}
+        for seed, value in enumerate(returns)
+    ]
+
+
+def test_the_ceiling_is_the_best_other_agent_and_the_default_is_compared_on_its_seeds() -> None:
+    rows = [
+        *_rows("popgym-A", "default", [0.9, 0.5, 0.1]),
+        *_rows("popgym-A", "gru", [0.8, 0.6]),  # ceiling 0.7 over seeds 0-1
+        *_rows("popgym-A", "task-config", [0.2, 0.2, 0.2]),
+        *_rows("popgym-B", "default", [0.5]),
+        *_rows("popgym-B", "gru", [0.02]),  # within 0.05 of random play: apart
+        *_rows("popgym-C", "default", [0.3]),  # no other agent: apart
+    ]
+    floors = {"popgym-A": -0.5, "popgym-B": 0.0, "popgym-C": 0.0}
+    a, b, c = default_suite.ceiling_verdicts(rows, floors)
+    assert (a["by"], a["seeds"], a["counted"]) == ("gru", [0, 1], True)
+    assert a["ceiling"] == 0.7 and a["default"] == 0.7  # the default's seeds 0-1 only
+    assert a["normalised"] == 1.0 and a["within"]
+    assert (b["counted"], c["counted"], c["ceiling"]) == (False, False, None)
+    behind = default_suite.ceiling_verdicts(
+        [*_rows("popgym-A", "default", [0.4]), *_rows("popgym-A", "gru", [1.0])], floors
+    )[0]
+    assert behind["normalised"] == 0.6 and not behind["within"]  # (0.4 + 0.5) / (1 + 0.5)
