@@ -16,7 +16,7 @@ env made with the task's imports and kwargs), the floor of the normalised score.
 Runs live under ``--root`` with fixed names; a killed job continues its run from the newest
 checkpoint on the next start (rows are written once a run has its ``eval.json``), so the suite
 is resumed by starting the same command again. ``--shard i/n`` takes every n-th run, so one job
-per core splits the suite without overlap.
+per core splits the suite without overlap; a run that another job holds is skipped.
 """
 
 from __future__ import annotations
@@ -340,6 +340,8 @@ def main() -> None:
         return
     import torch
 
+    from rlformer.runs.directory import RunDirError
+
     torch.set_num_threads(1)
     index, count = (int(x) for x in args.shard.split("/"))
     plan = [
@@ -357,7 +359,11 @@ def main() -> None:
             for r in done_rows(args.out)
         ):
             continue
-        row = run_one(name, task, seed, args.root, args.agent)
+        try:
+            row = run_one(name, task, seed, args.root, args.agent)
+        except RunDirError as err:  # another job holds this run: it writes the row
+            print(f"{name} {args.agent} seed {seed}: skipped ({err})", flush=True)
+            continue
         with args.out.open("a") as f:
             f.write(json.dumps(asdict(row)) + "\n")
         outcome = f"{row.eval_return:.3f} ({row.seconds:.0f} s)"

@@ -140,3 +140,24 @@ def test_the_ceiling_is_the_best_other_agent_and_the_default_is_compared_on_its_
         [*_rows("popgym-A", "default", [0.4]), *_rows("popgym-A", "gru", [1.0])], floors
     )[0]
     assert behind["normalised"] == 0.6 and not behind["within"]  # (0.4 + 0.5) / (1 + 0.5)
+
+
+def test_a_run_another_job_holds_is_skipped_and_the_rest_go_on(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from rlformer.runs.directory import RunLock
+
+    monkeypatch.setattr(default_suite, "EVAL_EPISODES", 2)
+    monkeypatch.setitem(default_suite.SUITES, "classic", {"CartPole": Task("CartPole-v1", 1024)})
+    out, root = tmp_path / "rows.jsonl", tmp_path / "runs"
+    run_one("CartPole", Task("CartPole-v1", 1024), 0, root)
+    (held,) = root.glob("CartPole-s0-*")
+    (held / "eval.json").unlink()  # unfinished, and another job is on it
+    argv = ["default_suite.py", "--suites", "classic", "--seeds", "0", "1"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(out), "--root", str(root)])
+    with RunLock(held):
+        default_suite.main()
+    printed = capsys.readouterr().out
+    assert "CartPole default seed 0: skipped" in printed and "is in use by process" in printed
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(r["task"], r["seed"]) for r in rows] == [("CartPole", 1)]
