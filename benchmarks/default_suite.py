@@ -295,6 +295,22 @@ def ceiling_verdicts(rows: list[dict], floors: dict[str, float]) -> list[dict]:
     return verdicts
 
 
+def against(rows: list[dict], agent: str) -> dict[str, tuple[float, float, list[int]]]:
+    """Per task: the default's mean and ``agent``'s mean over the seeds both ran."""
+    by_task: dict[str, dict[str, dict[int, float]]] = {}
+    for row in rows:
+        by_agent = by_task.setdefault(row["task"], {})
+        by_agent.setdefault(row.get("agent", "default"), {})[row["seed"]] = row["eval_return"]
+    pairs = {}
+    for task, by_agent in sorted(by_task.items()):
+        default, other = by_agent.get("default", {}), by_agent.get(agent, {})
+        seeds = sorted(set(default) & set(other))
+        if seeds:
+            means = (np.mean([default[s] for s in seeds]), np.mean([other[s] for s in seeds]))
+            pairs[task] = (float(means[0]), float(means[1]), seeds)
+    return pairs
+
+
 def report_ceilings(rows: list[dict], floors: dict[str, float]) -> None:
     verdicts = ceiling_verdicts(rows, floors)
     head = "| task | random play | ceiling (agent, seeds) | default, same seeds | normalised |"
@@ -316,6 +332,11 @@ def report_ceilings(rows: list[dict], floors: dict[str, float]) -> None:
     counted = [v for v in verdicts if v["counted"]]
     within = sum(v["within"] for v in counted)
     print(f"\nwithin {WITHIN} of the ceiling on {within} of {len(counted)} counted tasks")
+    pairs = against([r for r in rows if r["task"].startswith("popgym-")], "gru")
+    ahead = [task for task, (default, gru, _) in pairs.items() if default >= gru]
+    behind = ", ".join(sorted(set(pairs) - set(ahead))) or "none"
+    print(f"at or above the GRU torso (same seeds) on {len(ahead)} of {len(pairs)} POPGym tasks;")
+    print(f"behind on: {behind}")
 
 
 def main() -> None:

@@ -161,3 +161,12 @@ def test_a_run_another_job_holds_is_skipped_and_the_rest_go_on(
     assert "CartPole default seed 0: skipped" in printed and "is in use by process" in printed
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [(r["task"], r["seed"]) for r in rows] == [("CartPole", 1)]
+
+
+def test_the_torso_comparison_uses_the_seeds_both_agents_ran() -> None:
+    rows = [
+        *_rows("popgym-A", "default", [0.9, 0.1, 0.5]),
+        *_rows("popgym-A", "gru", [0.4]),  # seed 0 only: the default's 0.9 against it
+        *_rows("popgym-B", "default", [0.2]),  # no GRU run: not compared
+    ]
+    assert default_suite.against(rows, "gru") == {"popgym-A": (0.9, 0.4, [0])}
