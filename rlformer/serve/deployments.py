@@ -277,28 +277,33 @@ class Router:
         return JSONResponse(result)
 
     async def _act_stateless(self, body: Any) -> JSONResponse:
-        """A step on the next replica in turn that is up; a dead replica's step goes to the
-        next one, since the state travels with the request."""
-        deadline = time.monotonic() + self.options.request_timeout_s
-        for _ in range(len(self.replicas)):
+        """A step on the next replica in turn that is up; a step on a replica that died or
+        stays silent past the patience goes to the next one, since the state travels with the
+        request. Only the request timeout ends the tries."""
+        timeout = self.options.request_timeout_s
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
             index = self.watch.next_index()
-            left = max(deadline - time.monotonic(), 0.001)
-            others_up = self.watch.others_up(index)
-            patience = min(self.options.step_patience_s, left) if others_up else None
+            patience = self.options.step_patience_s
+            # nowhere else to go, or the deadline comes first: the step just waits
+            elsewhere = patience < left and self.watch.others_up(index)
             response = self.replicas[index].act.remote(None, body)
             try:
                 answer = self._call(response, left)
-                result = await self.watch.wait(index, answer, response.cancel, patience)
+                giving_up = patience if elsewhere else None
+                result = await self.watch.wait(index, answer, response.cancel, giving_up)
             except RequestError as err:
                 if err.code != "replica_lost":
                     raise
                 self.watch.mark_down(index)  # its other waiting steps leave it now
+                if not self.watch.others_up(index):
+                    await asyncio.sleep(0.1)  # every replica is down: Serve is restarting them
                 continue
             except ReplicaLost:  # found dead or silent: this step goes to the next replica
                 continue
             result.pop("incarnation", None)
             return JSONResponse(result, status_code=result.get("status", 200))
-        raise RequestError(503, "no policy replica is alive; retry shortly", "no_replica")
+        raise RequestError(503, f"no answer within {timeout:g} s", "timeout")
 
     async def _probe(self, index: int) -> None:
         """Answers once replica ``index`` serves again (Serve holds the call until then)."""

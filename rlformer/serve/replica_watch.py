@@ -60,19 +60,25 @@ class ReplicaWatch:
         cancel: Callable[[], Any],
         patience_s: float | None = None,
     ) -> Any:
-        """``answer``'s result, or :class:`ReplicaLost` as soon as replica ``index`` is marked
-        down, or after ``patience_s`` without an answer (it is then marked down until a probe
-        answers). ``cancel`` withdraws the request that was given up."""
+        """``answer``'s result. With ``patience_s`` (for a step that has another replica to go
+        to): :class:`ReplicaLost` as soon as replica ``index`` is marked down, or after
+        ``patience_s`` without an answer (it is then marked down until a probe answers);
+        ``cancel`` withdraws the request given up. Without: the answer however long it takes
+        (the caller's timeout bounds it)."""
+        if patience_s is None:
+            return await answer
         lost = asyncio.ensure_future(self._lost[index].wait())
         step = asyncio.ensure_future(answer)
         try:
             await asyncio.wait({step, lost}, timeout=patience_s, return_when="FIRST_COMPLETED")
+        except BaseException:  # cancelled from outside (the client left): withdraw the request
+            _give_up(step, cancel)
+            raise
         finally:
             lost.cancel()
         if step.done():
             return step.result()
-        step.cancel()
-        cancel()
+        _give_up(step, cancel)
         self.mark_down(index)
         raise ReplicaLost(index)
 
@@ -96,3 +102,13 @@ class ReplicaWatch:
                 continue
             self._down.discard(index)
             return
+
+
+def _give_up(step: asyncio.Future[Any], cancel: Callable[[], Any]) -> None:
+    """Cancel a step's wait and withdraw its request; its end (a cancellation error) is read
+    here, so that asyncio logs no exception that nobody retrieved."""
+    if step.done():
+        return
+    step.cancel()
+    cancel()
+    step.add_done_callback(lambda done: done.cancelled() or done.exception())

@@ -68,7 +68,9 @@ def test_a_waiting_step_leaves_its_replica_when_another_step_finds_it_dead() -> 
         watch = ReplicaWatch(2, Replicas(2).probe)
         never = asyncio.get_running_loop().create_future()
         cancelled: list[str] = []
-        waiting = asyncio.ensure_future(watch.wait(0, never, lambda: cancelled.append("withdrawn")))
+        waiting = asyncio.ensure_future(
+            watch.wait(0, never, lambda: cancelled.append("withdrawn"), patience_s=5)
+        )
         await asyncio.sleep(0.02)
         assert not waiting.done()
         watch.mark_down(0)
@@ -103,5 +105,38 @@ def test_a_step_error_is_the_step_s_and_marks_nothing_down() -> None:
         with pytest.raises(ValueError, match="bad observation"):
             await watch.wait(0, failing(), lambda: None, patience_s=1)
         assert watch.down == set()
+
+    run(scenario())
+
+
+def test_a_step_with_nowhere_else_to_go_keeps_waiting_when_its_replica_goes_down() -> None:
+    async def scenario() -> None:
+        watch = ReplicaWatch(1, Replicas(1).probe)
+        answer = asyncio.get_running_loop().create_future()
+        waiting = asyncio.ensure_future(watch.wait(0, answer, lambda: None))  # no patience
+        await asyncio.sleep(0.02)
+        watch.mark_down(0)  # another step found it dead: Serve is starting its replacement
+        await asyncio.sleep(0.02)
+        assert not waiting.done()
+        answer.set_result("from the replacement")
+        assert await waiting == "from the replacement"
+
+    run(scenario())
+
+
+def test_a_step_cancelled_from_outside_withdraws_its_request() -> None:
+    async def scenario() -> None:
+        watch = ReplicaWatch(2, Replicas(2).probe)
+        never = asyncio.get_running_loop().create_future()
+        withdrawn: list[bool] = []
+        waiting = asyncio.ensure_future(
+            watch.wait(0, never, lambda: withdrawn.append(True), patience_s=5)
+        )
+        await asyncio.sleep(0.02)
+        waiting.cancel()  # the client went away
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await asyncio.sleep(0)
+        assert withdrawn == [True] and never.cancelled() and watch.down == set()
 
     run(scenario())
