@@ -8,7 +8,12 @@ measured in turn with the same load:
 * ``gtrxl M=64``: the popgym preset's GTrXL (1 layer, d_model 64, 4 heads, memory 64) on an
   8-dim observation and 4 actions, batching up to 64 sessions' steps per forward pass;
 * ``gtrxl M=64 unbatched``: the same app with ``max_batch_size=1``;
-* ``gtrxl M=256`` and ``gtrxl M=256 unbatched``: the same with memory 256.
+* ``gtrxl M=256`` and ``gtrxl M=256 unbatched``: the same with memory 256;
+* with ``--stateless``, per memory ``gtrxl M=... stateless``: ``POST /v1/act``, each step
+  carrying the signed state of the previous answer (no sessions), and ``... stateless, patience
+  off``: the same with ``step_patience_s`` past the request timeout, so that no step's wait is
+  watched for a replica that went silent (with one replica nothing is watched either way: give
+  ``--replicas 2`` to measure what the watch costs).
 
 Each of N clients (asyncio + aiohttp, at most N connections) plays episodes of
 ``--episode-steps`` steps with its own session (``episode_start`` at the first, DELETE at the
@@ -95,7 +100,9 @@ def popgym_policy(memory_length: int) -> ActorCriticPolicy:
     return ActorCriticPolicy(model, PolicyInfo(f"popgym-gtrxl-m{memory_length}", "ppo"))
 
 
-def start_apps(port: int, memories: list[int], replicas: int) -> dict[str, str]:
+def start_apps(
+    port: int, memories: list[int], replicas: int, stateless: bool = False
+) -> dict[str, str]:
     """Every app under its own prefix; ``{label: route prefix}`` in measuring order."""
     serve.run(NoopRouter.bind(NoopReplica.bind()), name="noop", route_prefix="/noop")
     prefixes = {"no-op": "/noop"}
@@ -106,6 +113,15 @@ def start_apps(port: int, memories: list[int], replicas: int) -> dict[str, str]:
             options = ServeOptions(replicas=replicas, max_batch=batch)
             start(policy, options, port=port, route_prefix=f"/{name}", name=name)
             prefixes[label] = f"/{name}"
+        if not stateless:
+            continue
+        for suffix, patience in (("", ServeOptions.step_patience_s), (", patience off", 1e9)):
+            name = f"m{memory}-stateless{'-off' if suffix else ''}"
+            options = ServeOptions(
+                replicas=replicas, max_batch=64, stateless=True, step_patience_s=patience
+            )
+            start(policy, options, port=port, route_prefix=f"/{name}", name=name)
+            prefixes[f"gtrxl M={memory} stateless{suffix}"] = f"/{name}"
     return prefixes
 
 
@@ -150,15 +166,20 @@ async def _client(
     rng = np.random.default_rng(index)
     begin, end = window
     episode = 0
+    stateless = "stateless" in cell.app
     while time.perf_counter() < end:
-        sid, completed, done = f"c{index}-e{episode}", True, 0.0
+        sid, completed, done, state = f"c{index}-e{episode}", True, 0.0, None
         for t in range(steps):
             body = {"observation": rng.uniform(-1, 1, 8).round(3).tolist(), "episode_start": t == 0}
+            route = "v1/act" if stateless else f"v1/sessions/{sid}/act"
+            if stateless:
+                body["state"] = state
             sent = time.perf_counter()
             try:
-                async with http.post(f"{url}/v1/sessions/{sid}/act", json=body) as answer:
-                    await answer.read()
+                async with http.post(f"{url}/{route}", json=body) as answer:
+                    reply = await answer.read()
                     ok = answer.status == 200
+                    state = json.loads(reply)["state"] if ok and stateless else None
             except (aiohttp.ClientError, TimeoutError):  # counted, and a new episode starts
                 ok = False
             done = time.perf_counter()
@@ -171,6 +192,9 @@ async def _client(
                 break
         if completed and begin <= done <= end:  # an episode that ended inside the window
             cell.sessions += 1
+        if stateless:  # the server holds nothing to delete
+            episode += 1
+            continue
         try:
             async with http.delete(f"{url}/v1/sessions/{sid}") as answer:
                 await answer.read()
@@ -267,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=1800.0, help="whole run, seconds")
     parser.add_argument("--quick", action="store_true", help="N = 1, 4; ~2 s per cell")
+    parser.add_argument(
+        "--stateless", action="store_true", help="also the stateless apps (POST /v1/act)"
+    )
     parser.add_argument("--out", type=Path, help="also write the cells as JSON here")
     args = parser.parse_args(argv)
     if args.quick:
@@ -283,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        apps = start_apps(port, args.memories, args.replicas)
+        apps = start_apps(port, args.memories, args.replicas, args.stateless)
         cell_s = args.warmup + args.seconds + 2
         for clients in args.clients:
             for label, prefix in apps.items():
