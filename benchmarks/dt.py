@@ -28,6 +28,7 @@ Besides samples/s over all rounds (as for vectors) it prints the median round's 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import subprocess
 import sys
 import time
@@ -234,6 +235,9 @@ def quick_datasets(folder: Path) -> list[tuple[Path, str, dict, float, float]]:
         ("hopper_random.hdf5", "Hopper-v5", {}, 100.0, 100.0),
         ("tmaze_random.hdf5", "rlformer/TMaze-v0", {"length": 5}, 1.0, 1.0),
     ]
+    if importlib.util.find_spec("mujoco") is None:  # a GPU machine may lack it: T-Maze alone
+        print("MuJoCo is not installed: the quick datasets leave Hopper out", flush=True)
+        specs = [spec for spec in specs if not spec[1].startswith("Hopper")]
     for name, env_id, _, _, _ in specs:
         if not (folder / name).exists():
             subprocess.run(

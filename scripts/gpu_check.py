@@ -44,12 +44,31 @@ time limits are five times a GPU session's: they only catch a hang, on a CPU tha
 may be keeping busy."""
 
 
+def algorithm_entry_points() -> list[str]:
+    """The ``rlformer.algorithms`` lines of pyproject.toml, as ``name = module:attr``."""
+    section, lines = False, []
+    for line in (REPO / "pyproject.toml").read_text().splitlines():
+        if line.startswith("["):
+            section = line.strip() == '[project.entry-points."rlformer.algorithms"]'
+        elif section and (found := re.match(r'^(\w+)\s*=\s*"([^"]+)"', line)):
+            lines.append(f"{found[1]} = {found[2]}")
+    return lines
+
+
 def python_env(scratch: Path) -> dict[str, str]:
-    """This environment with the repository (and ``rlformer_envs``) importable."""
+    """This environment with the repository (and ``rlformer_envs``) importable.
+
+    The algorithms are found through entry points, which an uninstalled checkout lacks: the shim
+    holds a ``dist-info`` naming them, read from pyproject.toml."""
     shim = scratch / "shim"
     shim.mkdir(exist_ok=True)
     if not (shim / "rlformer_envs").exists():
         (shim / "rlformer_envs").symlink_to(REPO / "envs")
+    info = shim / "rlformer-0.0.0.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rlformer\nVersion: 0.0.0\n")
+    points = "\n".join(["[rlformer.algorithms]", *algorithm_entry_points()])
+    (info / "entry_points.txt").write_text(points + "\n")
     path = [str(REPO), str(shim), *filter(None, [os.environ.get("PYTHONPATH")])]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
@@ -66,12 +85,23 @@ def run(command: list[str], env: dict[str, str], timeout: float) -> tuple[int, s
     return done.returncode, done.stdout + done.stderr
 
 
+def files_marked_gpu() -> list[str]:
+    """The test modules holding tests marked ``gpu``: collecting only these keeps a machine
+    without Ray (whose modules import it at collection) from erroring on modules it never runs."""
+    return sorted(
+        str(path.relative_to(REPO))
+        for path in (REPO / "tests").rglob("test_*.py")
+        if re.search(r"mark\.gpu\b", path.read_text())
+    )
+
+
 def cuda_tests(env: dict[str, str], timeout: float) -> dict[str, Any]:
     workers = str(min(8, os.cpu_count() or 1))
     base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", workers]
+    base += ["-p", "no:benchmark", "-rs"]  # pytest-benchmark, where installed, warns per worker
     results = {}
     for name, args in {
-        "marked gpu": ["-m", "gpu and not ray", "tests"],
+        "marked gpu": ["-m", "gpu and not ray", *files_marked_gpu()],
         "core on cuda": ["-m", "not ray", "-k", "cuda", "tests/core"],
     }.items():
         status, output = run([*base, *args], env, timeout / 2)
@@ -80,6 +110,9 @@ def cuda_tests(env: dict[str, str], timeout: float) -> dict[str, Any]:
             for number, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?)\b", output)
         }
         results[name] = {"status": status, **counts}
+        skips = re.findall(r"^SKIPPED \[\d+\] ([^\n]+)$", output, flags=re.MULTILINE)
+        if skips:
+            results[name]["skip_reasons"] = sorted(set(skips))
         if status != 0:
             results[name]["output"] = output[-1500:]
     # a part whose tests were all skipped verified nothing
@@ -189,6 +222,18 @@ PARTS: dict[str, tuple[Callable[..., dict[str, Any]], float]] = {
 }
 
 
+def kept_parts(report_path: Path, rerun: set[str]) -> dict[str, Any]:
+    """The parts of an earlier report that this run does not repeat, marked with its commit."""
+    if not report_path.exists():
+        return {}
+    earlier = json.loads(report_path.read_text())
+    return {
+        name: {"commit": earlier["commit"], **result}
+        for name, result in earlier["parts"].items()
+        if name not in rerun
+    }
+
+
 def machine(env: dict[str, str]) -> dict[str, Any]:
     probe = (
         "import json, torch; c = torch.cuda.is_available(); print(json.dumps({'torch': "
@@ -232,6 +277,12 @@ def main() -> None:
         help="run the parts on the CPU with short budgets, to check this script (the figures "
         "then say nothing about a GPU)",
     )
+    parser.add_argument(
+        "--keep-others",
+        action="store_true",
+        help="keep the parts not named in --parts from the report already in --out, each with "
+        "the commit it ran at (a short GPU lease reruns only what failed)",
+    )
     args = parser.parse_args()
     if args.rehearse:
         global DEVICE, MINATAR_STEPS, LIMIT_SCALE
@@ -255,6 +306,9 @@ def main() -> None:
             parts[name]["seconds"] = round(time.monotonic() - begun, 1)
             print(f"{name}: {parts[name]}", flush=True)
     commit = run(["git", "rev-parse", "--short", "HEAD"], os.environ.copy(), 30)[1].strip()
+    if args.keep_others:
+        merged = {**kept_parts(args.out / "gpu_check.json", set(parts)), **parts}
+        parts = {name: merged[name] for name in PARTS if name in merged}
     report = {
         "rehearsal": args.rehearse,
         "machine": facts,

@@ -43,3 +43,46 @@ def test_a_rehearsal_runs_the_export_and_learner_parts_on_the_cpu(tmp_path: Path
     assert export["passed"] and export["actions_differing"] == 0 and export["steps"] > 0
     learner = report["parts"]["minatar_learner"]
     assert learner["gpu_learner"]["env_steps_per_s"] > 0 and learner["cpu_learner"]["iterations"]
+
+
+def test_an_uninstalled_checkout_finds_every_algorithm_through_the_shim(tmp_path: Path) -> None:
+    """A GPU machine runs the checkout from PYTHONPATH, where no entry points are installed: the
+    shim's dist-info must name every algorithm pyproject.toml declares, loadable."""
+    import importlib.metadata
+    import importlib.util
+
+    from rlformer.config.sections.registry import load_attr
+    from rlformer.config.sections.spec import AlgorithmSpec
+
+    module_spec = importlib.util.spec_from_file_location("gpu_check_script", SCRIPT)
+    assert module_spec is not None and module_spec.loader is not None
+    script = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(script)
+    env = script.python_env(tmp_path)
+    shim = tmp_path / "shim"
+    assert str(shim) in env["PYTHONPATH"].split(":")
+    (dist,) = importlib.metadata.distributions(path=[str(shim)])
+    points = {e.name: e.value for e in dist.entry_points if e.group == "rlformer.algorithms"}
+    installed = importlib.metadata.entry_points(group="rlformer.algorithms")
+    assert points == {e.name: e.value for e in installed} and "ppo" in points
+    assert all(isinstance(load_attr(value), AlgorithmSpec) for value in points.values())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a GPU")
+def test_keep_others_reruns_named_parts_and_keeps_the_rest_with_their_commit(
+    tmp_path: Path,
+) -> None:
+    earlier = {
+        "commit": "abc1234",
+        "parts": {
+            "minatar_learner": {"passed": True, "gpu_over_cpu": 1.17},
+            "cuda_tests": {"passed": False, "marked gpu": {"errors": 13}},
+        },
+    }
+    (tmp_path / "gpu_check.json").write_text(json.dumps(earlier))
+    result = gpu_check("--parts", "cuda_tests", "--keep-others", out=tmp_path)
+    assert result.returncode == 0, result.stderr
+    parts = json.loads((tmp_path / "gpu_check.json").read_text())["parts"]
+    assert list(parts) == ["cuda_tests", "minatar_learner"]  # the script's order of parts
+    assert parts["cuda_tests"]["passed"] is None  # rerun here: no GPU, so unverified
+    assert parts["minatar_learner"] == {"commit": "abc1234", "passed": True, "gpu_over_cpu": 1.17}
