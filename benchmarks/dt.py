@@ -49,7 +49,7 @@ from rlformer.config import EnvConfig, load_config
 from rlformer.core.device import autocast_context, resolve_device
 from rlformer.data import Dataset, Episode, load_dataset
 from rlformer.data.sampling import WindowBatch, WindowSampler
-from rlformer.networks.decision_transformer import dt_loss
+from rlformer.networks.decision_transformer import DTOutput, dt_loss
 from rlformer.networks.dt_spaces import StateLayout
 from rlformer.rollout.env_factory import make_env
 
@@ -90,7 +90,7 @@ class HFDecisionTransformer(nn.Module):
             attention_mask=None if mask is None else mask.long(),
             return_dict=True,
         )
-        return type("Out", (), {"action_preds": out.action_preds, "memory": None})()
+        return DTOutput(out.action_preds, None)  # no memory; deterministic: no mean or std
 
 
 class HFImageDecisionTransformer(HFDecisionTransformer):
@@ -124,7 +124,7 @@ class BehaviourCloning(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, states, actions, returns_to_go, timesteps, mask=None, memory=None):  # noqa: ANN001, ANN201
-        return type("Out", (), {"action_preds": self.net(states), "memory": None})()
+        return DTOutput(self.net(states), None)
 
 
 def train(
