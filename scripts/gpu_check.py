@@ -305,7 +305,7 @@ def main() -> None:
                 parts[name] = {"passed": False, "error": str(err)[-1500:]}
             parts[name]["seconds"] = round(time.monotonic() - begun, 1)
             print(f"{name}: {parts[name]}", flush=True)
-    commit = run(["git", "rev-parse", "--short", "HEAD"], os.environ.copy(), 30)[1].strip()
+    commit = run(["git", "describe", "--always", "--dirty"], os.environ.copy(), 30)[1].strip()
     if args.keep_others:
         merged = {**kept_parts(args.out / "gpu_check.json", set(parts)), **parts}
         parts = {name: merged[name] for name in PARTS if name in merged}
