@@ -122,6 +122,12 @@ TASKS: dict[str, Task] = {
         )
     },
     "minigrid-memory-s11": Task("memory/minigrid_memory_s11.yaml", 1_000_000),
+    # No config of its own: the position-only pendulum's, on the noisy observations.
+    "noisy-position-only-pendulum": Task(
+        "memory/popgym_position_only_pendulum.yaml",
+        200_000,
+        ["env.id=popgym-NoisyPositionOnlyPendulumEasy-v0"],
+    ),
 }
 
 
