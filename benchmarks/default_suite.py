@@ -125,6 +125,49 @@ TASK_CONFIGS: dict[str, str] = {
 }
 
 
+MEMORY_SUITE_OUT = REPO / "benchmarks" / "results" / "memory_suite" / "results.jsonl"
+PEERS = {"recurrent_ppo": "recurrent-ppo"}
+"""The memory suite's agents that are ceiling candidates here, by their name in this suite:
+sb3-contrib's RecurrentPPO (benchmarks/memory_suite.py trains it with the rollout shape, step
+size and discounting of the task's config there, or rl-baselines3-zoo's entry)."""
+
+
+def peer_rows(path: Path = MEMORY_SUITE_OUT) -> list[dict]:
+    """The memory suite's rows of :data:`PEERS` that ran a suite task's env at the suite's
+    budget, as rows of this suite (no variant's ``--set`` rows): each task is matched by the
+    env id its memory-suite config makes."""
+    if not path.exists():
+        return []
+    import memory_suite
+
+    from rlformer.config import load_config
+
+    by_env = {task.env_id: name for name, task in TASKS.items()}
+    env_ids: dict[str, str] = {}
+    rows = []
+    for line in path.read_text().splitlines():
+        result = memory_suite.Result(**{"commit": None, **json.loads(line)})
+        spec = memory_suite.TASKS.get(result.task)
+        if result.agent not in PEERS or result.overrides or spec is None:
+            continue
+        if result.task not in env_ids:
+            config = load_config(memory_suite.CONFIGS / spec.config, list(spec.overrides))
+            env_ids[result.task] = config.env.id
+        name = by_env.get(env_ids[result.task])
+        if name is None or memory_suite.row_budget(result) != TASKS[name].steps:
+            continue
+        rows.append(
+            {
+                "task": name,
+                "agent": PEERS[result.agent],
+                "seed": result.seed,
+                "steps": result.env_steps,
+                "eval_return": result.score,
+            }
+        )
+    return rows
+
+
 def commit() -> str:
     done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO)
     return done.stdout.strip() or "unknown"
@@ -223,12 +266,14 @@ def popgym_aggregate(rows: list[dict], floors: dict[str, float]) -> tuple[float,
     return float(np.mean([s.mean() for s in scores])), float(low), float(high)
 
 
-def report(out: Path, random_out: Path) -> None:
-    """Per task and agent: mean of the evaluation return over the seeds done, per seed, random
-    play; then the default's POPGym aggregate over the POPGym tasks with rows."""
+def report(out: Path, random_out: Path, peers: Path = MEMORY_SUITE_OUT) -> None:
+    """Per task and agent (this suite's rows and the memory suite's peers, :func:`peer_rows`):
+    mean of the evaluation return over the seeds done, per seed, random play; then the
+    default's POPGym aggregate over the POPGym tasks with rows, and the ceilings."""
     floors = {r["task"]: r["return_mean"] for r in done_rows(random_out)}
+    every_row = done_rows(out) + peer_rows(peers)
     groups: dict[tuple[str, str], list[dict]] = {}
-    for row in done_rows(out):
+    for row in every_row:
         groups.setdefault((row["task"], row.get("agent", "default")), []).append(row)
     print("| task | agent | steps | seeds | evaluation return (mean) | per seed | random play |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -253,7 +298,7 @@ def report(out: Path, random_out: Path) -> None:
             else f"(no CI: one seed on {sum(n == 1 for n in runs.values())} of {len(runs)} tasks)"
         )
         print(f"\nPOPGym aggregate over {len(runs)} tasks: {mean:.3f} {interval}")
-    report_ceilings(done_rows(out), floors)
+    report_ceilings(every_row, floors)
 
 
 WITHIN = 0.05

@@ -170,3 +170,34 @@ def test_the_torso_comparison_uses_the_seeds_both_agents_ran() -> None:
         *_rows("popgym-B", "default", [0.2]),  # no GRU run: not compared
     ]
     assert default_suite.against(rows, "gru") == {"popgym-A": (0.9, 0.4, [0])}
+
+
+def test_recurrent_ppo_rows_of_the_memory_suite_are_ceiling_candidates_at_the_budget(
+    tmp_path: Path,
+) -> None:
+    """Matched by the env id the memory suite's config makes; other budgets, variants and
+    agents are left out."""
+
+    def result(task: str, agent: str, budget: int, score: float, **extra: object) -> str:
+        row = {"task": task, "agent": agent, "seed": 0, "env_steps": budget + 480}
+        row |= {"seconds": 1.0, "score": score, "success_rate": None, "curve": []}
+        return json.dumps({**row, "budget": budget, **extra})
+
+    peers = tmp_path / "results.jsonl"
+    lines = [
+        result("count-recall", "recurrent_ppo", 1_000_000, -0.2),
+        result("count-recall", "recurrent_ppo", 200_000, 0.9),  # another budget
+        result("count-recall", "gtrxl", 1_000_000, 0.9),  # not a peer
+        result("count-recall", "recurrent_ppo", 1_000_000, 0.9, overrides=["x=1"]),  # a variant
+        result("noisy-position-only-pendulum", "recurrent_ppo", 1_000_000, 0.8),
+    ]
+    peers.write_text("\n".join(lines) + "\n")
+    rows = default_suite.peer_rows(peers)
+    assert sorted((r["task"], r["agent"], r["eval_return"]) for r in rows) == [
+        ("popgym-CountRecall", "recurrent-ppo", -0.2),
+        ("popgym-NoisyPositionOnlyPendulum", "recurrent-ppo", 0.8),
+    ]
+    default = {"task": "popgym-CountRecall", "agent": "default", "seed": 0, "eval_return": -0.3}
+    (verdict,) = default_suite.ceiling_verdicts([default, *rows], {"popgym-CountRecall": -0.5})
+    assert verdict["by"] == "recurrent-ppo" and verdict["ceiling"] == -0.2
+    assert abs(verdict["normalised"] - 2 / 3) < 1e-9 and not verdict["within"]
