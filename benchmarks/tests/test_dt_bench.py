@@ -12,9 +12,9 @@ from types import ModuleType
 
 import gymnasium as gym
 import pytest
+import rlformer_envs  # noqa: F401
 import torch
 
-import rlformer_envs  # noqa: F401
 from rlformer.algos.dt.algorithm import normalized_actions
 from rlformer.algos.dt.policy import action_bounds
 from rlformer.config import EnvConfig
