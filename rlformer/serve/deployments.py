@@ -57,6 +57,10 @@ class ServeOptions:
     # there; a batched step takes milliseconds, so this ends waits on a replica that died
     # unseen (Serve holds its requests until the replacement starts)
     step_patience_s: float = 5.0
+    # /v1/health asks every replica for its figures at once and waits this long for each: one
+    # silent past it (restarting: Serve holds calls to it until its replacement starts), or
+    # held down by the stateless watch, is reported down instead of holding up the answer
+    health_wait_s: float = 5.0
     server_id: str = ""  # answered by /v1/health, so a launcher knows its own server answers
 
 
@@ -184,7 +188,7 @@ class Router:
                 headers={"Allow": ", ".join(allowed)},
             )
         if route == "health":
-            return JSONResponse(await self._health())
+            return await self._health()
         if route == "policy":
             return JSONResponse(await self._call(self.replicas[0].describe.remote()))
         if route == "act":
@@ -309,20 +313,42 @@ class Router:
         """Answers once replica ``index`` serves again (Serve holds the call until then)."""
         await self._call(self.replicas[index].stats.remote())
 
-    async def _health(self) -> dict[str, Any]:
-        stats = [await self._call(r.stats.remote()) for r in self.replicas]
+    async def _replica_figures(self, index: int) -> dict[str, Any]:
+        """Replica ``index``'s figures with ``up: true``; ``{index, up: false}`` when the
+        stateless watch holds it down, or it is dead or silent past ``health_wait_s``."""
+        down = {"index": index, "up": False}
+        if index in self.watch.down:
+            return down
+        response = self.replicas[index].stats.remote()
+        try:
+            figures = await self._call(response, self.options.health_wait_s)
+        except RequestError:
+            response.cancel()
+            return down
+        return {**figures, "up": True}
+
+    async def _health(self) -> JSONResponse:
+        """The server's figures, every replica asked at once: ``ok`` (200) with all replicas
+        up, ``degraded`` (200) with some, ``unavailable`` (503) with none, so that a load
+        balancer's probe is answered within ``health_wait_s`` while a replica restarts."""
+        count = len(self.replicas)
+        per_replica = await asyncio.gather(*(self._replica_figures(i) for i in range(count)))
+        up = [figures for figures in per_replica if figures["up"]]
         histogram: Counter[int] = Counter()
-        for s in stats:
-            histogram.update({int(k): v for k, v in s["batch_sizes"].items()})
-        return {
-            "status": "ok",
+        for figures in up:
+            histogram.update({int(k): v for k, v in figures["batch_sizes"].items()})
+        status = "ok" if len(up) == count else "degraded" if up else "unavailable"
+        body = {
+            "status": status,
             "server_id": self.options.server_id,
             "mode": "stateless" if self.options.stateless else "sessions",
-            "replicas": len(self.replicas),
-            "sessions": sum(s["sessions"] for s in stats),
+            "replicas": count,
+            "replicas_up": len(up),
+            "sessions": sum(figures["sessions"] for figures in up),
             "batch_sizes": {str(k): histogram[k] for k in sorted(histogram)},
-            "per_replica": stats,
+            "per_replica": per_replica,
         }
+        return JSONResponse(body, status_code=503 if status == "unavailable" else 200)
 
 
 def build_app(policy: Any, options: ServeOptions) -> Any:

@@ -228,7 +228,18 @@ def test_a_replica_killed_between_steps_holds_no_step_for_its_restart(
     _kill_replica("lstm", "PolicyReplica1")
     waits: list[float] = []
     assert _run_stateless(url, steps, 0, waits) == expected
-    health = requests.get(f"{url}/v1/health", timeout=TIMEOUT).json()  # waits for the new one
+    asked = time.monotonic()
+    health = requests.get(f"{url}/v1/health", timeout=TIMEOUT).json()
+    # answered at once, without waiting for the replacement: replica 1 reported down, unless
+    # its replacement already serves
+    assert time.monotonic() - asked < ServeOptions.health_wait_s + 2.0
+    replica = health["per_replica"][1]
+    replaced = replica["up"] and replica["incarnation"] != before[1]
+    assert replaced or health["status"] == "degraded" and not replica["up"], health
+    while not all(r["up"] for r in health["per_replica"]):
+        assert time.monotonic() - killed < TIMEOUT, "the killed replica was not replaced"
+        time.sleep(0.1)
+        health = requests.get(f"{url}/v1/health", timeout=TIMEOUT).json()
     restart_s = time.monotonic() - killed
     after = [r["incarnation"] for r in health["per_replica"]]
     assert after[0] == before[0] and after[1] != before[1]
