@@ -186,6 +186,18 @@ def test_dt_sessions_follow_their_targets_like_separate_runs(server: dict[str, A
         assert answer.status_code == 400 and message in answer.json()["error"], answer.text
 
 
+def _all_replicas_up(url: str) -> dict[str, Any]:
+    """``/v1/health`` once every replica answers: a killed one is reported down until its
+    replacement serves."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        health = requests.get(f"{url}/v1/health", timeout=TIMEOUT).json()
+        if all(r["up"] for r in health["per_replica"]):
+            return health
+        assert time.monotonic() < deadline, f"a killed replica was not replaced: {health}"
+        time.sleep(0.1)
+
+
 def test_a_killed_stateless_replica_loses_no_client(server: dict[str, Any]) -> None:
     """Runs last: the state travels with each step, so when a replica dies mid-load its
     steps go to the other one and every client's actions stay those of a separate run."""
@@ -195,8 +207,7 @@ def test_a_killed_stateless_replica_loses_no_client(server: dict[str, Any]) -> N
     expected = {sid: reference(policy, steps) for sid, steps in plans.items()}
 
     def incarnations() -> list[str]:
-        health = requests.get(f"{url}/v1/health", timeout=TIMEOUT).json()
-        return [r["incarnation"] for r in health["per_replica"]]
+        return [r["incarnation"] for r in _all_replicas_up(url)["per_replica"]]
 
     before = incarnations()
     with ThreadPoolExecutor(len(plans)) as pool:
@@ -236,10 +247,7 @@ def test_a_replica_killed_between_steps_holds_no_step_for_its_restart(
     replica = health["per_replica"][1]
     replaced = replica["up"] and replica["incarnation"] != before[1]
     assert replaced or health["status"] == "degraded" and not replica["up"], health
-    while not all(r["up"] for r in health["per_replica"]):
-        assert time.monotonic() - killed < TIMEOUT, "the killed replica was not replaced"
-        time.sleep(0.1)
-        health = requests.get(f"{url}/v1/health", timeout=TIMEOUT).json()
+    health = _all_replicas_up(url)
     restart_s = time.monotonic() - killed
     after = [r["incarnation"] for r in health["per_replica"]]
     assert after[0] == before[0] and after[1] != before[1]
