@@ -223,14 +223,14 @@ PARTS: dict[str, tuple[Callable[..., dict[str, Any]], float]] = {
 
 
 def kept_parts(report_path: Path, rerun: set[str]) -> dict[str, Any]:
-    """The parts of an earlier report that this run does not repeat, marked with its commit."""
+    """The parts of an earlier report that this run does not repeat, marked with its commit
+    and GPU (a kept part keeps the marks of the run that made it)."""
     if not report_path.exists():
         return {}
     earlier = json.loads(report_path.read_text())
+    marks = {"commit": earlier["commit"], "gpu": earlier.get("machine", {}).get("gpu")}
     return {
-        name: {"commit": earlier["commit"], **result}
-        for name, result in earlier["parts"].items()
-        if name not in rerun
+        name: {**marks, **result} for name, result in earlier["parts"].items() if name not in rerun
     }
 
 

@@ -74,6 +74,7 @@ def test_keep_others_reruns_named_parts_and_keeps_the_rest_with_their_commit(
 ) -> None:
     earlier = {
         "commit": "abc1234",
+        "machine": {"gpu": "NVIDIA H200"},
         "parts": {
             "minatar_learner": {"passed": True, "gpu_over_cpu": 1.17},
             "cuda_tests": {"passed": False, "marked gpu": {"errors": 13}},
@@ -85,4 +86,5 @@ def test_keep_others_reruns_named_parts_and_keeps_the_rest_with_their_commit(
     parts = json.loads((tmp_path / "gpu_check.json").read_text())["parts"]
     assert list(parts) == ["cuda_tests", "minatar_learner"]  # the script's order of parts
     assert parts["cuda_tests"]["passed"] is None  # rerun here: no GPU, so unverified
-    assert parts["minatar_learner"] == {"commit": "abc1234", "passed": True, "gpu_over_cpu": 1.17}
+    kept = {"commit": "abc1234", "gpu": "NVIDIA H200", "passed": True, "gpu_over_cpu": 1.17}
+    assert parts["minatar_learner"] == kept
