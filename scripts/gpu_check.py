@@ -1,6 +1,6 @@
 """The GPU check: what must hold on a CUDA machine, run in one go and written down.
 
-Run it first on any machine with a GPU (about 8 minutes on one H100/H200 with 16 cores)::
+Run it first on any machine with a GPU (about 4 minutes on one H200 with 16 cores)::
 
     python3 scripts/gpu_check.py     # writes benchmarks/results/gpu_check/gpu_check.{json,md}
 
