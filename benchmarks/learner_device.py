@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from gpu_check import python_env  # noqa: E402
+from gpu_check import python_env, speed_figures  # noqa: E402
 
 TASKS = {
     "PositionOnlyPendulumEasy": ["env.id=popgym-PositionOnlyPendulumEasy-v0"],
@@ -53,17 +52,7 @@ def measure(task: str, device: str, steps: int, scratch: Path) -> dict[str, obje
     if done.returncode != 0:
         return {**row, "error": (done.stdout + done.stderr)[-1500:]}
     (run_dir,) = root.iterdir()
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    rows = [r for r in map(json.loads, lines) if "time/collect_s" in r]
-    return {
-        **row,
-        "env_steps_per_s": round(statistics.median(r["time/env_steps_per_s"] for r in rows)),
-        "update_s": round(
-            statistics.median(r["time/iteration_s"] - r["time/collect_s"] for r in rows), 4
-        ),
-        "collect_s": round(statistics.median(r["time/collect_s"] for r in rows), 4),
-        "iterations": len(rows),
-    }
+    return {**row, **speed_figures(run_dir)}
 
 
 def main() -> None:

@@ -133,20 +133,28 @@ def _train(env: dict[str, str], root: Path, device: str, steps: int, timeout: fl
     return run_dir
 
 
+def speed_figures(run_dir: Path) -> dict[str, Any]:
+    """Medians over a run's iterations (``metrics.jsonl``): env steps/s, update seconds
+    (iteration minus collection) and collection seconds; and the iterations counted."""
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    rows = [r for r in map(json.loads, lines) if "time/collect_s" in r]
+    update = [r["time/iteration_s"] - r["time/collect_s"] for r in rows]
+    return {
+        "env_steps_per_s": round(statistics.median(r["time/env_steps_per_s"] for r in rows)),
+        "update_s": round(statistics.median(update), 4),
+        "collect_s": round(statistics.median(r["time/collect_s"] for r in rows), 4),
+        "iterations": len(rows),
+    }
+
+
 def minatar_learner(env: dict[str, str], scratch: Path, timeout: float) -> dict[str, Any]:
     figures = {}
     for device in (DEVICE, "cpu"):
         root = scratch / f"minatar_{device}_{len(figures)}"
         run_dir = _train(env, root, device, MINATAR_STEPS, timeout / 2)
-        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-        rows = [r for r in rows if "time/env_steps_per_s" in r]
-        update = [
-            r["time/iteration_s"] - r["time/collect_s"] for r in rows if "time/collect_s" in r
-        ]
+        speed = speed_figures(run_dir)
         figures[f"{device}_learner" if figures else "gpu_learner"] = {
-            "env_steps_per_s": round(statistics.median(r["time/env_steps_per_s"] for r in rows)),
-            "update_s": round(statistics.median(update), 4) if update else None,
-            "iterations": len(rows),
+            key: speed[key] for key in ("env_steps_per_s", "update_s", "iterations")
         }
     gpu, cpu = figures["gpu_learner"], figures["cpu_learner"]
     ratio = gpu["env_steps_per_s"] / cpu["env_steps_per_s"]
