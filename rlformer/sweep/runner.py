@@ -120,6 +120,11 @@ def run_sweep(
 
     sweep.directory.mkdir(parents=True, exist_ok=True)
     (sweep.directory / "sweep.json").write_text(json.dumps(_index(sweep), indent=1))
+    names = sorted(t.name for t in sweep.trials)
+    if all((sweep.directory / "trials" / name / "done.json").exists() for name in names):
+        # Nothing left to train: Tune would only report the finished trials again, after a
+        # Ray start (seconds, hundreds of MB) that a relaunched finished sweep does not need.
+        return SweepOutcome(sweep.directory, names, {}, [])
     owns_ray = _start_ray(address)
     try:
         grid = _tuner(sweep, verbose, scheduler).fit()

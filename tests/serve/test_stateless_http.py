@@ -186,10 +186,15 @@ def test_dt_sessions_follow_their_targets_like_separate_runs(server: dict[str, A
         assert answer.status_code == 400 and message in answer.json()["error"], answer.text
 
 
+# How long Serve may take to replace a killed replica: it notices the death, then starts a new
+# process that imports torch and loads the policy (over 30 s seen on a loaded 2-core machine).
+REPLACEMENT_S = 120
+
+
 def _all_replicas_up(url: str) -> dict[str, Any]:
     """``/v1/health`` once every replica answers: a killed one is reported down until its
     replacement serves."""
-    deadline = time.monotonic() + TIMEOUT
+    deadline = time.monotonic() + REPLACEMENT_S
     while True:
         health = requests.get(f"{url}/v1/health", timeout=TIMEOUT).json()
         if all(r["up"] for r in health["per_replica"]):

@@ -94,15 +94,18 @@ def test_tiny_sweep_local_and_ray_rollouts(tmp_path: Path) -> None:
         assert [json.loads(r)["iteration"] for r in results] == [1, 2, 3, 4]
     report = _run("sweep", "report", str(tmp_path / "s"), "--csv", str(tmp_path / "r.csv"))
     assert "| rlformer/TMaze-v0 | backend=ray | 2 |" in report.stdout
-    # The same command on a finished sweep trains nothing again.
+    # The same command on a finished sweep trains nothing again, and starts no Ray for it:
+    # Tune's experiment state (rewritten by every Tune run) stays as it was.
     before = {n: (_run_dir(t) / "metrics.jsonl").read_bytes() for n, t in trials.items()}
+    tune_state = {p: p.stat().st_mtime_ns for p in (tmp_path / "s" / "tune").rglob("*")}
     again = _run("sweep", str(path), "--dir", str(tmp_path / "s"))
     assert "4 finished" in again.stdout
     assert before == {n: (_run_dir(t) / "metrics.jsonl").read_bytes() for n, t in trials.items()}
+    assert tune_state == {p: p.stat().st_mtime_ns for p in (tmp_path / "s" / "tune").rglob("*")}
 
 
 def test_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path: Path) -> None:
-    iterations = 30
+    iterations = 18
     path = _sweep_file(
         tmp_path,
         axes={"model.core.gate": ["gru", "input"]},
