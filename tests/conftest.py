@@ -203,7 +203,7 @@ def _init_local_ray() -> None:
         configure_logging=False,
         runtime_env={
             "env_vars": {"PYTHONPATH": pythonpath},
-            "worker_process_setup_hook": "tests.reliability.tiny.register_test_envs",
+            "worker_process_setup_hook": "tests.reliability.env_ids.register_test_envs",
         },
     )
 

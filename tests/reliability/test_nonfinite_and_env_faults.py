@@ -13,7 +13,8 @@ import rlformer.algos.ppo.learner as ppo_module
 from rlformer.runs.checkpoints import load_checkpoint
 from rlformer.runs.directory import read_metrics
 from rlformer.runs.training import RunFailed, resume, train
-from tests.reliability.tiny import register_test_envs, tiny_config
+from tests.reliability.env_ids import register_test_envs
+from tests.reliability.tiny import tiny_config
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,8 @@ import pytest
 
 from rlformer.runs.directory import read_metrics
 from rlformer.runs.training import RunFailed, resume, train
-from tests.reliability.tiny import register_test_envs, tiny_config
+from tests.reliability.env_ids import register_test_envs
+from tests.reliability.tiny import tiny_config
 
 ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

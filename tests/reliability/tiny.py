@@ -77,10 +77,3 @@ class LockedEnv(gym.Wrapper):
 
 def make_locked_cartpole(**kwargs: Any) -> gym.Env:
     return LockedEnv(gym.make("CartPole-v1", **kwargs))
-
-
-def register_test_envs() -> None:
-    """Register ``rlformer_test/*`` ids in this process (idempotent)."""
-    if "rlformer_test/Faulty-v0" not in gym.registry:
-        gym.register("rlformer_test/Faulty-v0", entry_point=f"{__name__}:FaultyEnv")
-        gym.register("rlformer_test/Locked-v0", entry_point=f"{__name__}:make_locked_cartpole")
