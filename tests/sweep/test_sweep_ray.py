@@ -228,7 +228,7 @@ def test_asha_scheduler_stops_trials_early(tmp_path: Path) -> None:
         axes={"ppo.learning_rate": [1e-5, 1e-4, 1e-3, 3e-3]},
         metric="rollout/return_mean",
         scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 4},
-        max_concurrent=4,
+        max_concurrent=2,
         set={"ppo.total_steps": 16 * 64},
     )
     out = _run("sweep", str(path), "--dir", str(tmp_path / "s"))
