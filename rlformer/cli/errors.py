@@ -21,14 +21,15 @@ def fail(message: str, code: int = USER_ERROR_EXIT) -> NoReturn:
 
 
 def user_errors() -> tuple[type[Exception], ...]:
-    """The exceptions a command reports as ``error: ...`` with exit status 2."""
+    """The exceptions a command reports as ``error: ...`` with exit status 2 (read from
+    torch-free modules: a command refusing bad input never loads torch for it)."""
     from rlformer.config import ConfigError
     from rlformer.data.errors import DatasetError
     from rlformer.extras import MissingExtra
-    from rlformer.policies.base import PolicyError
+    from rlformer.policies.errors import PolicyError
     from rlformer.rollout.env_factory import EnvError
     from rlformer.rollout.env_guard import EnvCrash, EnvDataError
-    from rlformer.runs.checkpoints import CheckpointError
+    from rlformer.runs.errors import CheckpointError
 
     return (
         ConfigError,

@@ -44,10 +44,8 @@ def train(
     (130 / 143) saying how to resume; a second signal stops at once.
     """
     from rlformer.config import load_config
+    from rlformer.runs.errors import RunFailed
     from rlformer.runs.signals import Interrupted
-    from rlformer.runs.training import RunFailed, check_config
-    from rlformer.runs.training import resume as resume_run
-    from rlformer.runs.training import train as train_run
 
     if config is not None and resume is not None:
         fail("give either CONFIG (a new run) or --resume RUN_DIR (continue a run), not both")
@@ -55,14 +53,19 @@ def train(
         if dry_run and resume is not None:
             fail("--dry-run checks a new run's config; it does not combine with --resume")
         if resume is not None:
+            from rlformer.runs.training import resume as resume_run
+
             result = resume_run(resume, set_ or [], trust=trust_checkpoint)
         else:
-            cfg = load_config(config, set_ or [])
+            cfg = load_config(config, set_ or [])  # a config error stops here, before torch loads
             if cfg.preset is not None:
                 typer.echo(
                     f"preset {cfg.preset}: its settings under the config's own "
                     "(rlformer/config/presets.py; preset: null for none)"
                 )
+            from rlformer.runs.training import check_config
+            from rlformer.runs.training import train as train_run
+
             if dry_run:
                 typer.echo(check_config(cfg))
                 return

@@ -31,11 +31,6 @@ PolicyState = Any
 """A policy's per-row state: opaque to callers, but plain data (tensors / arrays / None)."""
 
 
-class PolicyError(ValueError):
-    """A policy that cannot be loaded or used as asked (a missing or foreign model file, noise
-    on an action space it does not fit), with what to do about it."""
-
-
 @dataclass
 class PolicyInfo:
     """What callers need to know about a policy beyond its spaces.

@@ -16,7 +16,8 @@ import torch
 
 from rlformer.config.sections.registry import load_attr, registered, spec_for_kind
 from rlformer.core.device import resolve_device
-from rlformer.policies.base import Policy, PolicyError
+from rlformer.policies.base import Policy
+from rlformer.policies.errors import PolicyError
 from rlformer.runs.checkpoints import CheckpointError, load_checkpoint, refuse_saved_calls
 
 PolicyLoader = Callable[[dict[str, Any], str], Policy]

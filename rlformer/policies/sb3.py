@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from rlformer.extras import missing_modules
-from rlformer.policies.base import PolicyError, PolicyInfo
+from rlformer.policies.base import PolicyInfo
+from rlformer.policies.errors import PolicyError
 
 # Policy module named in the zip's ``data`` json -> algorithm that can load it. Algorithms that
 # share a policy class predict identically whichever of them loads the file: PPO, A2C and TRPO

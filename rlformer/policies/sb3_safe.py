@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from rlformer.policies.base import PolicyError
+from rlformer.policies.errors import PolicyError
 
 # Exact globals that rebuild numpy arrays, scalars, generators and plain containers (no side
 # effects beyond the object built).

@@ -9,7 +9,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlformer.policies.base import Policy, PolicyError, PolicyInfo
+from rlformer.policies.base import Policy, PolicyInfo
+from rlformer.policies.errors import PolicyError
 
 
 class RandomPolicy:

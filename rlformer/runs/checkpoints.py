@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from rlformer.runs.errors import CheckpointError, UnsafeCheckpointError
+
 CHECKPOINT_FORMAT = 2
 """Bumped when the checkpoint layout changes incompatibly. Format 1 pickled spaces and numpy
 arrays; it is read only with ``trust=True``."""
@@ -41,14 +43,6 @@ arrays; it is read only with ``trust=True``."""
 LEGACY_FORMATS = (1,)
 
 _SAFE_LEAVES = (torch.Tensor, str, bytes, int, float, bool, type(None))
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint or run directory that cannot be used, with what to do about it."""
-
-
-class UnsafeCheckpointError(CheckpointError):
-    """Reading the file would need unpickling, which can run code; refused unless trusted."""
 
 
 def _ensure_safe(value: Any, where: str = "payload") -> None:

@@ -51,6 +51,7 @@ from rlformer.runs.directory import (
     check_run_root,
     new_run_dir,
 )
+from rlformer.runs.errors import RunFailed
 from rlformer.runs.resume import describe_changes
 from rlformer.runs.signals import Interrupted, StopRequest
 
@@ -60,10 +61,6 @@ RUN_FAILURES = (NonFiniteError, EnvCrash, EnvDataError, RolloutError, LearnerErr
 
 BEST_CHECKPOINT = "best.pt"
 """In ``checkpoints/``: the weights of the best evaluation during training (``eval.every``)."""
-
-
-class RunFailed(RuntimeError):
-    """Training stopped on a problem found while running (NaN, env failure, full disk)."""
 
 
 @dataclass

@@ -19,7 +19,7 @@ from rlformer.config import load_config
 from rlformer.data.recorder import collect_dataset
 from rlformer.export.writer import export_policy
 from rlformer.policies import load_policy
-from rlformer.policies.base import PolicyError
+from rlformer.policies.errors import PolicyError
 from rlformer.runs.training import train
 from tests.algos.test_dt_spaces import SPACE_ENV, TINY
 from tests.cli.test_train_cli import rlformer
