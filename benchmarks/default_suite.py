@@ -299,6 +299,43 @@ def report(out: Path, random_out: Path, peers: Path = MEMORY_SUITE_OUT) -> None:
         )
         print(f"\nPOPGym aggregate over {len(runs)} tasks: {mean:.3f} {interval}")
     report_ceilings(every_row, floors)
+    report_minatar(every_row)
+
+
+MINATAR_PUBLISHED = {
+    "minatar-Asterix": (14.3, 6.5),
+    "minatar-Breakout": (9.7, 14.2),
+    "minatar-Freeway": (50.7, 14.4),
+    "minatar-Seaquest": (4.9, 2.1),
+    "minatar-SpaceInvaders": (41.5, 106.0),
+}
+"""(DQN, AC(0.8)) training return at 2M frames (one frame is one agent step), read off the
+MinAtar README's learning curves (``img/learning_curves.gif`` at kenjyoung/MinAtar 4241f24: the
+mean of 30 runs of the 100-episode moving average, full action set, sticky actions 0.1; read to
+about ±0.5, ±2 where a curve is steep at 2M: Freeway's AC(0.8), Space Invaders)."""
+
+
+def report_minatar(rows: list[dict]) -> None:
+    """Per MinAtar game: each seed's training return (the mean of the last tenth of training,
+    as the published curves plot it) and greedy evaluation beside the published values."""
+    games: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["task"] in MINATAR_PUBLISHED and row.get("agent", "default") == "default":
+            games.setdefault(row["task"], []).append(row)
+    if not games:
+        return
+    print("\n| game | training return per seed | evaluation per seed | DQN, 2M | AC(0.8), 2M |")
+    print("| --- | --- | --- | ---: | ---: |")
+    for task, done in sorted(games.items()):
+        done.sort(key=lambda r: r["seed"])
+        train = " / ".join(f"{r['train_return']:.2f}" for r in done)
+        evaluation = " / ".join(f"{r['eval_return']:.2f}" for r in done)
+        dqn, ac = MINATAR_PUBLISHED[task]
+        print(f"| {task} | {train} | {evaluation} | {dqn} | {ac} |")
+    above = [t for t, done in games.items() if all(
+        r["train_return"] > MINATAR_PUBLISHED[t][0] for r in done
+    )]  # fmt: skip
+    print(f"every seed's training return above DQN at 2M on {len(above)} of {len(games)} games")
 
 
 WITHIN = 0.05

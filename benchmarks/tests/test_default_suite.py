@@ -201,3 +201,21 @@ def test_recurrent_ppo_rows_of_the_memory_suite_are_ceiling_candidates_at_the_bu
     (verdict,) = default_suite.ceiling_verdicts([default, *rows], {"popgym-CountRecall": -0.5})
     assert verdict["by"] == "recurrent-ppo" and verdict["ceiling"] == -0.2
     assert abs(verdict["normalised"] - 2 / 3) < 1e-9 and not verdict["within"]
+
+
+def test_minatar_games_are_judged_on_every_seed_s_training_return_against_dqn(capsys) -> None:
+    def row(task: str, seed: int, train: float) -> dict:
+        return {"task": task, "seed": seed, "train_return": train, "eval_return": train - 1}
+
+    dqn = {t: v[0] for t, v in default_suite.MINATAR_PUBLISHED.items()}
+    rows = [
+        row("minatar-Breakout", 0, dqn["minatar-Breakout"] + 1),
+        row("minatar-Breakout", 1, dqn["minatar-Breakout"] + 2),
+        row("minatar-Freeway", 0, dqn["minatar-Freeway"] + 1),
+        row("minatar-Freeway", 1, dqn["minatar-Freeway"] - 1),  # one seed below: not counted
+        {**row("minatar-Asterix", 0, 99.0), "agent": "gru"},  # not the default: not reported
+    ]
+    default_suite.report_minatar(rows)
+    out = capsys.readouterr().out
+    assert "minatar-Asterix" not in out
+    assert "every seed's training return above DQN at 2M on 1 of 2 games" in out

@@ -16,7 +16,24 @@ Errors are one JSON line ``{"error": ..., "code": ..., "status": ...}`` with a 4
 The JSON forms of observations and actions are in :mod:`rlformer.serve.messages`.
 """
 
-from rlformer.serve.deployments import ServeOptions, build_app
-from rlformer.serve.launch import load_servable, serve_forever, start
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlformer.lazy import exports
+
+if TYPE_CHECKING:
+    from rlformer.serve.deployments import ServeOptions, build_app
+    from rlformer.serve.launch import load_servable, serve_forever, start
 
 __all__ = ["ServeOptions", "build_app", "load_servable", "serve_forever", "start"]
+
+# loaded on first use (rlformer.lazy): the router's process imports this package without torch
+__getattr__ = exports(
+    __name__,
+    {
+        "ServeOptions": "rlformer.serve.deployments",
+        "build_app": "rlformer.serve.deployments",
+        **dict.fromkeys(["load_servable", "serve_forever", "start"], "rlformer.serve.launch"),
+    },
+)

@@ -10,6 +10,9 @@ which incarnation served each session last and answers 410 rather than pretend.
 With ``stateless`` the replicas hold no sessions: ``POST /v1/act`` carries the previous step's
 sealed state (:mod:`rlformer.serve.state_blob`) and goes to the next replica in turn, or to
 another one if that replica died, since nothing is lost with it.
+
+The router's process imports this module and never torch: what only the replicas and the
+driver need is imported where they use it.
 """
 
 from __future__ import annotations
@@ -30,12 +33,9 @@ from ray.serve.handle import DeploymentHandle
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from rlformer.serve.batched_steps import row_ops
 from rlformer.serve.messages import RequestError
 from rlformer.serve.replica_watch import ReplicaLost, ReplicaWatch
 from rlformer.serve.sessions import SessionStore
-from rlformer.serve.state_blob import new_state_key
-from rlformer.serve.steps import check_servable, session_steps, state_codec
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -70,6 +70,8 @@ class PolicyReplica:
 
     def __init__(self, servable: Any, index: int, options: dict[str, Any]) -> None:
         import torch
+
+        from rlformer.serve.steps import session_steps
 
         torch.set_num_threads(1)  # small batched models: one thread per replica scales best
         opts = ServeOptions(**options)
@@ -358,6 +360,10 @@ def build_app(policy: Any, options: ServeOptions) -> Any:
     Stateless: the key is made here when none is given, so that every replica shares it, and
     the router's body limit grows by the longest state blob the policy's state can need.
     """
+    from rlformer.serve.batched_steps import row_ops
+    from rlformer.serve.state_blob import new_state_key
+    from rlformer.serve.steps import check_servable, state_codec
+
     check_servable(policy, options.stateless)
     router_options = dict(asdict(options))
     if options.stateless:

@@ -23,11 +23,11 @@ reaches the batched forward pass, where one malformed row would fail every row b
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 
 class RequestError(ValueError):
@@ -178,9 +178,16 @@ def decode_reward(value: Any) -> float | None:
     return float(value)
 
 
+def _is_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor, without importing torch: the HTTP router parses
+    requests with this module and never needs torch (a tensor exists only once it is loaded)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 def jsonable(value: Any) -> Any:
     """Codec data (tensors inside dicts / lists) as plain JSON values."""
-    if isinstance(value, torch.Tensor | np.ndarray):
+    if isinstance(value, np.ndarray) or _is_tensor(value):
         return jsonable(value.tolist())
     if isinstance(value, dict):
         return {k: jsonable(v) for k, v in value.items()}

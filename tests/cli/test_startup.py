@@ -1,6 +1,7 @@
-"""What the command line does before torch loads: ``import rlformer``, ``--help`` and refusing a
-bad config answer in a fraction of torch's import time (about 2.5 s of CPU here), so each runs
-in a fresh interpreter that reports whether torch got imported."""
+"""What runs without torch: ``import rlformer``, ``--help`` and refusing a bad config answer in a
+fraction of torch's import time (about 2.5 s of CPU here), and Serve's HTTP router (a process in
+every served app) imports its module without it. Each runs in a fresh interpreter that reports
+whether torch got imported."""
 
 from __future__ import annotations
 
@@ -33,10 +34,19 @@ def cli(*args: str) -> str:
     )
 
 
-def test_importing_the_package_and_its_typed_api_does_not_load_torch(tmp_path: Path) -> None:
-    code = "import rlformer\ncfg = rlformer.TrainConfig(env=rlformer.EnvConfig(id='CartPole-v1'))"
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import rlformer\ncfg = rlformer.TrainConfig(env=rlformer.EnvConfig(id='CartPole-v1'))",
+        "import rlformer.cli",
+        "from rlformer.serve.deployments import Router, ServeOptions\nServeOptions()",
+    ],
+)
+def test_the_package_its_typed_api_and_the_http_router_import_without_torch(
+    tmp_path: Path, code: str
+) -> None:
     torch_loaded, done = loads_torch(code, tmp_path)
-    assert not torch_loaded, "import rlformer imported torch"
+    assert not torch_loaded, f"{code!r} imported torch"
 
 
 def test_reading_a_core_class_loads_it_on_first_use(tmp_path: Path) -> None:
