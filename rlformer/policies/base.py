@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from rlformer.config import EnvConfig
+from rlformer.policies.errors import PolicyError as PolicyError  # importable from here too
 
 PolicyState = Any
 """A policy's per-row state: opaque to callers, but plain data (tensors / arrays / None)."""
