@@ -298,8 +298,9 @@ def report(out: Path, random_out: Path, peers: Path = MEMORY_SUITE_OUT) -> None:
             else f"(no CI: one seed on {sum(n == 1 for n in runs.values())} of {len(runs)} tasks)"
         )
         print(f"\nPOPGym aggregate over {len(runs)} tasks: {mean:.3f} {interval}")
-    report_ceilings(every_row, floors)
-    report_minatar(every_row)
+    counts = [report_ceilings(every_row, floors), report_minatar(every_row, floors)]
+    within, counted = (sum(c) for c in zip(*counts, strict=True))
+    print(f"\nevery suite: within {WITHIN} of the ceiling on {within} of {counted} counted tasks")
 
 
 MINATAR_PUBLISHED = {
@@ -315,27 +316,42 @@ mean of 30 runs of the 100-episode moving average, full action set, sticky actio
 about ±0.5, ±2 where a curve is steep at 2M: Freeway's AC(0.8), Space Invaders)."""
 
 
-def report_minatar(rows: list[dict]) -> None:
+def report_minatar(rows: list[dict], floors: dict[str, float]) -> tuple[int, int]:
     """Per MinAtar game: each seed's training return (the mean of the last tenth of training,
-    as the published curves plot it) and greedy evaluation beside the published values."""
+    as the published curves plot it) and greedy evaluation beside the published values; the
+    ceiling is the better published agent, and the default's mean training return is
+    normalised between random play (0) and it (1)."""
     games: dict[str, list[dict]] = {}
     for row in rows:
         if row["task"] in MINATAR_PUBLISHED and row.get("agent", "default") == "default":
             games.setdefault(row["task"], []).append(row)
     if not games:
-        return
-    print("\n| game | training return per seed | evaluation per seed | DQN, 2M | AC(0.8), 2M |")
-    print("| --- | --- | --- | ---: | ---: |")
+        return 0, 0
+    within = 0
+    print(
+        "\n| game | random play | training return: mean (per seed) | evaluation per seed "
+        "| DQN, 2M | AC(0.8), 2M | normalised | verdict |"
+    )
+    print("| --- | ---: | --- | --- | ---: | ---: | ---: | --- |")
     for task, done in sorted(games.items()):
         done.sort(key=lambda r: r["seed"])
-        train = " / ".join(f"{r['train_return']:.2f}" for r in done)
+        train = [r["train_return"] for r in done]
+        per_seed = " / ".join(f"{v:.2f}" for v in train)
         evaluation = " / ".join(f"{r['eval_return']:.2f}" for r in done)
         dqn, ac = MINATAR_PUBLISHED[task]
-        print(f"| {task} | {train} | {evaluation} | {dqn} | {ac} |")
+        floor = floors.get(task, float("nan"))
+        score = (np.mean(train) - floor) / (max(dqn, ac) - floor)
+        verdict = "within" if score >= 1 - WITHIN else "behind"
+        within += verdict == "within"
+        print(
+            f"| {task} | {floor:.2f} | {np.mean(train):.2f} ({per_seed}) | {evaluation} | {dqn} "
+            f"| {ac} | {score:.2f} | {verdict} |"
+        )
     above = [t for t, done in games.items() if all(
         r["train_return"] > MINATAR_PUBLISHED[t][0] for r in done
     )]  # fmt: skip
     print(f"every seed's training return above DQN at 2M on {len(above)} of {len(games)} games")
+    return within, len(games)
 
 
 WITHIN = 0.05
@@ -393,8 +409,9 @@ def against(rows: list[dict], agent: str) -> dict[str, tuple[float, float, list[
     return pairs
 
 
-def report_ceilings(rows: list[dict], floors: dict[str, float]) -> None:
-    verdicts = ceiling_verdicts(rows, floors)
+def report_ceilings(rows: list[dict], floors: dict[str, float]) -> tuple[int, int]:
+    # the MinAtar games' ceilings are published curves: report_minatar judges them
+    verdicts = [v for v in ceiling_verdicts(rows, floors) if v["task"] not in MINATAR_PUBLISHED]
     head = "| task | random play | ceiling (agent, seeds) | default, same seeds | normalised |"
     print(f"\n{head} verdict |")
     print("| --- | ---: | --- | ---: | ---: | --- |")
@@ -419,6 +436,7 @@ def report_ceilings(rows: list[dict], floors: dict[str, float]) -> None:
     behind = ", ".join(sorted(set(pairs) - set(ahead))) or "none"
     print(f"at or above the GRU torso (same seeds) on {len(ahead)} of {len(pairs)} POPGym tasks;")
     print(f"behind on: {behind}")
+    return within, len(counted)
 
 
 def main() -> None:

@@ -215,7 +215,10 @@ def test_minatar_games_are_judged_on_every_seed_s_training_return_against_dqn(ca
         row("minatar-Freeway", 1, dqn["minatar-Freeway"] - 1),  # one seed below: not counted
         {**row("minatar-Asterix", 0, 99.0), "agent": "gru"},  # not the default: not reported
     ]
-    default_suite.report_minatar(rows)
+    floors = {"minatar-Breakout": 0.5, "minatar-Freeway": 0.2}
+    default_suite.report_minatar(rows, floors)
     out = capsys.readouterr().out
     assert "minatar-Asterix" not in out
+    breakout = (dqn["minatar-Breakout"] + 1.5 - 0.5) / (14.2 - 0.5)  # AC(0.8) is its ceiling
+    assert f"| {breakout:.2f} | behind |" in out
     assert "every seed's training return above DQN at 2M on 1 of 2 games" in out
