@@ -1,8 +1,14 @@
-"""Ending a Serve instance on the shared local Ray so that the next one can start."""
+"""Ending a Serve instance on the shared local Ray so that the next one can start, and how long
+a killed replica takes to come back."""
 
 from __future__ import annotations
 
 import time
+
+REPLACEMENT_S = 120
+"""How long Serve may take to replace a killed replica: it notices the death, then starts a new
+process that imports torch and loads the policy (over 30 s seen on a loaded 2-core machine).
+Requests for the killed replica's sessions wait that long for it."""
 
 
 def shut_down_serve(timeout_s: float = 180.0) -> None:

@@ -26,7 +26,7 @@ from rlformer.policies import load_policy
 from rlformer.runs.checkpoints import encode_spec, write_checkpoint_file
 from rlformer.serve import ServeOptions, load_servable, start
 from tests.reliability.tiny import TINY_OVERRIDES
-from tests.serve.stopping import shut_down_serve
+from tests.serve.stopping import REPLACEMENT_S, shut_down_serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -126,8 +126,8 @@ def _reference(path: Path, steps: list[dict[str, Any]]) -> list[int]:
     return actions
 
 
-def _post(url: str, sid: str, body: Any) -> requests.Response:
-    return requests.post(f"{url}/v1/sessions/{sid}/act", json=body, timeout=TIMEOUT)
+def _post(url: str, sid: str, body: Any, timeout: float = TIMEOUT) -> requests.Response:
+    return requests.post(f"{url}/v1/sessions/{sid}/act", json=body, timeout=timeout)
 
 
 def _run_session(url: str, sid: str, steps: list[dict[str, Any]], seed: int) -> list[int]:
@@ -312,8 +312,8 @@ def test_a_killed_replica_loses_only_its_sessions(server: dict[str, Any]) -> Non
         _kill_replica("gtrxl", "PolicyReplica0")
         got = {sid: future.result(timeout=120) for sid, future in futures.items()}
     assert got == expected
-    for sid in doomed:
-        answer = _post(url, sid, {**first, "episode_start": False})
+    for sid in doomed:  # Serve holds these until the killed replica's replacement is up
+        answer = _post(url, sid, {**first, "episode_start": False}, REPLACEMENT_S)
         assert answer.status_code == 410 and answer.json()["code"] == "replica_lost", answer.text
-        assert _post(url, sid, first).status_code == 200  # a new episode starts afresh
+        assert _post(url, sid, first, REPLACEMENT_S).status_code == 200  # a fresh episode
     assert requests.get(f"{url}/v1/health", timeout=TIMEOUT).json()["replicas"] == 2

@@ -16,7 +16,7 @@ import requests
 from rlformer.policies import load_policy
 from rlformer.serve import ServeOptions, load_servable, start
 from rlformer.serve.state_blob import new_state_key
-from tests.serve.stopping import shut_down_serve
+from tests.serve.stopping import REPLACEMENT_S, shut_down_serve
 from tests.serve.test_serve_http import (
     APPS,
     TIMEOUT,
@@ -184,11 +184,6 @@ def test_dt_sessions_follow_their_targets_like_separate_runs(server: dict[str, A
     ]:
         answer = requests.post(f"{url}/v1/sessions/dt-0/act", json=body, timeout=TIMEOUT)
         assert answer.status_code == 400 and message in answer.json()["error"], answer.text
-
-
-# How long Serve may take to replace a killed replica: it notices the death, then starts a new
-# process that imports torch and loads the policy (over 30 s seen on a loaded 2-core machine).
-REPLACEMENT_S = 120
 
 
 def _all_replicas_up(url: str) -> dict[str, Any]:
