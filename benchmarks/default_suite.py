@@ -206,7 +206,8 @@ def run_one(name: str, task: Task, seed: int, root: Path, agent: str = "default"
     items = command(task, seed, root, label, agent)
     config = TASK_CONFIGS[name] if agent in ON_TASK_CONFIG else None
     if found and not (found[-1] / "eval.json").exists():
-        result = resume(found[-1], ["run.progress=false"])
+        # The suite wrote this run directory itself, so its env.imports are its own.
+        result = resume(found[-1], ["run.progress=false"], trust=True)
     else:
         result = train(load_config(None if config is None else REPO / config, items))
     run = result.run_dir

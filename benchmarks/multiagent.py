@@ -105,7 +105,8 @@ def run_one(task: str, variant: str, seed: int, root: Path, steps: int | None) -
     found = sorted(root.glob(f"{label}-*"))
     start = time.perf_counter()
     if found and not (found[-1] / "eval.json").exists():
-        run = resume(found[-1], ["run.progress=false"]).run_dir
+        # This script wrote the run directory itself, so its env.imports are its own.
+        run = resume(found[-1], ["run.progress=false"], trust=True).run_dir
     elif found:
         run = found[-1]
     else:

@@ -35,6 +35,7 @@ from rlformer.networks.spaces import SpaceError, Tree, image_layout, is_bool_box
 
 NATURE_MIN_SIZE = 36  # 8x8/4 -> 4x4/2 -> 3x3/1 needs at least 36 pixels per side
 MINATAR_MIN_SIZE = 3  # one 3x3 convolution without padding
+MINATAR_FEATURES = 128  # the MinAtar paper's dense layer
 
 
 def to_torch(tree: Tree, device: torch.device | str | None = None) -> Tree:
@@ -267,22 +268,35 @@ def _full_fp32_convolutions(x: torch.Tensor) -> Iterator[None]:
 def choose_cnn(cfg: ModelConfig, h: int, w: int) -> tuple[str, int, str | None]:
     """The encoder of an ``h`` x ``w`` image, its features, and why when ``cnn: auto`` chose it
     (None when the config named it): Nature-DQN's CNN where its strides fit (36x36 and up),
-    else MinAtar's single 3x3 convolution, whose dense layer keeps the grid's cells apart (128
-    features, as in the MinAtar paper, unless ``cnn_features`` is set); IMPALA's padded ResNet
-    only for images narrower than 3 pixels."""
+    else MinAtar's single 3x3 convolution, whose dense layer keeps the grid's cells apart;
+    IMPALA's padded ResNet only for images narrower than 3 pixels.
+
+    The choice is a function of the saved config and the image alone, so that a run's config
+    rebuilds the same network when it resumes, evaluates or exports.
+    """
     if cfg.cnn != "auto":
-        return cfg.cnn, cfg.cnn_features, None
+        return cfg.cnn, cnn_features(cfg.cnn, cfg.cnn_features), None
     if min(h, w) >= NATURE_MIN_SIZE:
         why = f"a {h}x{w} image (Nature-DQN's CNN from {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE})"
-        return "nature", cfg.cnn_features, why
+        return "nature", cnn_features("nature", cfg.cnn_features), why
     if min(h, w) >= MINATAR_MIN_SIZE:
-        features = cfg.cnn_features if "cnn_features" in cfg.model_fields_set else 128
+        features = cnn_features("minatar", cfg.cnn_features)
         why = (
             f"a {h}x{w} image, under Nature-DQN's {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}: one 3x3 "
             f"convolution and {features} features, as MinAtar's network"
         )
         return "minatar", features, why
-    return "impala", cfg.cnn_features, f"a {h}x{w} image, too narrow for a 3x3 convolution"
+    why = f"a {h}x{w} image, too narrow for a 3x3 convolution"
+    return "impala", cnn_features("impala", cfg.cnn_features), why
+
+
+def cnn_features(cnn: str, features: int | None) -> int:
+    """``features`` where the config sets it, else the encoder's published width: MinAtar's
+    dense layer of 128 (512 would make that network four times wider), 512 for Nature-DQN
+    and IMPALA (SB3's default)."""
+    if features is not None:
+        return features
+    return MINATAR_FEATURES if cnn == "minatar" else 512
 
 
 def _make_cnn(

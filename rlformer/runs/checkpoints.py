@@ -413,7 +413,9 @@ def load_weights(module: torch.nn.Module, payload: Mapping[str, Any], path: str 
     try:
         module.load_state_dict(payload["model"])
     except (RuntimeError, TypeError, AttributeError, KeyError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        # torch's message opens with a header line; the next one names a key that differs.
+        lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+        first = (lines[1:] or lines or [type(err).__name__])[0]
         raise CheckpointError(
             f"{path}: its weights do not fit the model its config describes ({first[:200]})"
         ) from None

@@ -83,9 +83,10 @@ def test_bool_vector_is_its_bits_and_never_normalised() -> None:
 
 def test_minatar_cnn_is_the_papers_network() -> None:
     cfg = ModelConfig(cnn="minatar")
-    assert cfg.cnn_features == 128  # the paper's dense layer unless set
-    assert ModelConfig(cnn="minatar", cnn_features=64).cnn_features == 64
-    assert ModelConfig().cnn_features == 512  # the other encoders keep theirs
+    assert ObservationEncoder(BREAKOUT, cfg).out_dim == 128  # the paper's dense layer unless set
+    assert ObservationEncoder(BREAKOUT, ModelConfig(cnn="minatar", cnn_features=64)).out_dim == 64
+    pixels = spaces.Box(0, 255, (36, 36, 3), np.uint8)  # the other encoders keep theirs
+    assert ObservationEncoder(pixels, ModelConfig(cnn="impala")).out_dim == 512
     cnn = ObservationEncoder(BREAKOUT, cfg).cnns["leaf0"]
     assert isinstance(cnn, MinAtarCNN)
     conv = cnn.convs[0]

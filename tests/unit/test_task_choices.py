@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rlformer.algos.ppo.algorithm import build_model
 from rlformer.config import build_config, load_config
@@ -70,4 +71,15 @@ def test_the_dry_run_says_each_choice_and_a_small_image_task_trains(tmp_path: Pa
         [*cli, *sets, *short], capture_output=True, text=True, timeout=600, cwd=tmp_path
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    assert list((tmp_path / "r").glob("*/eval.json"))
+    (run_dir,) = (tmp_path / "r").iterdir()
+    assert (run_dir / "eval.json").exists()
+    # The saved config must rebuild the network the auto choices built: resume, then evaluate.
+    more = ["--resume", str(run_dir), "--set", "ppo.total_steps=2048"]
+    resumed = subprocess.run(
+        [*cli, *more], capture_output=True, text=True, timeout=600, cwd=tmp_path
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["model"]["cnn_features"] is None
+    evaluate = [sys.executable, "-m", "rlformer.cli", "eval", str(run_dir), "--episodes", "2"]
+    scored = subprocess.run(evaluate, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert scored.returncode == 0, scored.stderr[-2000:]

@@ -57,11 +57,11 @@ class DTConfig(StrictModel):
         "standardised with the data's statistics, Discrete / MultiDiscrete one-hot, MultiBinary "
         "as bits; Dict / Tuple leaves concatenated.",
     )
-    cnn_features: int = Field(
-        512,
+    cnn_features: int | None = Field(
+        None,
         ge=1,
-        description="Features out of each image encoder (with cnn: minatar 128 unless set, as "
-        "in the MinAtar paper).",
+        description="Features out of each image encoder; null: the encoder's own (nature and "
+        "impala 512; minatar 128, as the MinAtar paper).",
     )
     image_scale: float = Field(
         255.0,
@@ -119,13 +119,6 @@ class DTConfig(StrictModel):
                 "act_context is for a plain DT: a memory DT (memory_segments > 0) acts on whole "
                 "K-step windows as it was trained; unset one of them"
             )
-        return self
-
-    @model_validator(mode="after")
-    def _minatar_features_unless_asked(self) -> DTConfig:
-        # MinAtar's published network has a dense layer of 128 after its convolution.
-        if self.cnn == "minatar" and "cnn_features" not in self.model_fields_set:
-            self.cnn_features = 128
         return self
 
     @field_validator("core", mode="before")

@@ -41,9 +41,7 @@ def dt_encoder(cfg: TrainConfig, layout: StateLayout) -> ObservationEncoder | No
     if layout.flat:
         return None
     dt = cfg.dt
-    chosen = {k: getattr(dt, k) for k in ("cnn", "cnn_features", "image_scale")}
-    # Only what the dt section sets, so that cnn: auto picks its own features where unset.
-    settings = ModelConfig(**{k: v for k, v in chosen.items() if k in dt.model_fields_set})
+    settings = ModelConfig(cnn=dt.cnn, cnn_features=dt.cnn_features, image_scale=dt.image_scale)
     return ObservationEncoder(layout.model_space(), settings, setting="dt.cnn")
 
 

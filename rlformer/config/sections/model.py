@@ -52,11 +52,11 @@ class ModelConfig(StrictModel):
         "auto: by each image's size, nature from 36x36, minatar below (rlformer train --dry-run "
         "says which).",
     )
-    cnn_features: int = Field(
-        512,
+    cnn_features: int | None = Field(
+        None,
         ge=1,
-        description="Features out of each image encoder (SB3 and Nature-DQN: 512; with "
-        "cnn: minatar 128 unless set, as in the MinAtar paper).",
+        description="Features out of each image encoder; null: the encoder's own (nature and "
+        "impala 512, as SB3 and Nature-DQN; minatar 128, as the MinAtar paper).",
     )
     image_scale: float = Field(
         255.0,
@@ -128,14 +128,6 @@ class ModelConfig(StrictModel):
         wanted = self.value_scaling == "return_std"
         if self.value_scaling is not None and self.normalize_reward != wanted:
             self.normalize_reward = wanted  # validated again, then equal: no further call
-        return self
-
-    @model_validator(mode="after")
-    def _minatar_features_unless_asked(self) -> ModelConfig:
-        # MinAtar's network has a dense layer of 128 after its convolution; 512 would make that
-        # published network four times wider for a user who only chose cnn: minatar.
-        if self.cnn == "minatar" and "cnn_features" not in self.model_fields_set:
-            self.cnn_features = 128
         return self
 
     @model_validator(mode="after")
