@@ -168,6 +168,40 @@ def peer_rows(path: Path = MEMORY_SUITE_OUT) -> list[dict]:
     return rows
 
 
+DEFAULTS_OUT = REPO / "benchmarks" / "results" / "defaults" / "results.jsonl"
+SB3_AGENTS = {"sb3_ppo": "sb3-ppo", "sb3_ppo_zoo": "sb3-ppo-zoo"}
+"""``benchmarks/defaults.py``'s SB3 PPO agents (its defaults; rl-baselines3-zoo's tuned entry),
+ceiling candidates of the fully observed tasks, by their name in this suite."""
+
+
+def sb3_rows(path: Path = DEFAULTS_OUT) -> list[dict]:
+    """``benchmarks/defaults.py``'s rows of :data:`SB3_AGENTS` that ran a suite task's env at the
+    suite's budget, as rows of this suite."""
+    if not path.exists():
+        return []
+    import defaults
+
+    by_env = {task.env_id: name for name, task in TASKS.items()}
+    rows = []
+    for line in path.read_text().splitlines():
+        result = defaults.Result(**{"commit": None, **json.loads(line)})
+        name = by_env.get(defaults.TASKS[result.task][0])
+        if result.agent not in SB3_AGENTS or name is None:
+            continue
+        if defaults.budget(result) != TASKS[name].steps:
+            continue
+        rows.append(
+            {
+                "task": name,
+                "agent": SB3_AGENTS[result.agent],
+                "seed": result.seed,
+                "steps": result.env_steps,
+                "eval_return": result.score,
+            }
+        )
+    return rows
+
+
 def commit() -> str:
     done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO)
     return done.stdout.strip() or "unknown"
@@ -267,12 +301,15 @@ def popgym_aggregate(rows: list[dict], floors: dict[str, float]) -> tuple[float,
     return float(np.mean([s.mean() for s in scores])), float(low), float(high)
 
 
-def report(out: Path, random_out: Path, peers: Path = MEMORY_SUITE_OUT) -> None:
-    """Per task and agent (this suite's rows and the memory suite's peers, :func:`peer_rows`):
-    mean of the evaluation return over the seeds done, per seed, random play; then the
-    default's POPGym aggregate over the POPGym tasks with rows, and the ceilings."""
+def report(
+    out: Path, random_out: Path, peers: Path = MEMORY_SUITE_OUT, sb3: Path = DEFAULTS_OUT
+) -> None:
+    """Per task and agent (this suite's rows, the memory suite's peers, :func:`peer_rows`, and
+    SB3 PPO, :func:`sb3_rows`): mean of the evaluation return over the seeds done, per seed,
+    random play; then the default's POPGym aggregate over the POPGym tasks with rows, and the
+    ceilings."""
     floors = {r["task"]: r["return_mean"] for r in done_rows(random_out)}
-    every_row = done_rows(out) + peer_rows(peers)
+    every_row = done_rows(out) + peer_rows(peers) + sb3_rows(sb3)
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in every_row:
         groups.setdefault((row["task"], row.get("agent", "default")), []).append(row)

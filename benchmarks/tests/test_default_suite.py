@@ -222,3 +222,29 @@ def test_minatar_games_are_judged_on_every_seed_s_training_return_against_dqn(ca
     breakout = (dqn["minatar-Breakout"] + 1.5 - 0.5) / (14.2 - 0.5)  # AC(0.8) is its ceiling
     assert f"| {breakout:.2f} | behind |" in out
     assert "every seed's training return above DQN at 2M on 1 of 2 games" in out
+
+
+def test_sb3_ppo_rows_of_the_defaults_benchmark_are_ceiling_candidates_at_the_budget(
+    tmp_path: Path,
+) -> None:
+    """Matched by env id; rows at another budget and rlformer's own agents are left out. A row
+    written without its budget counts as the defaults benchmark's budget for that task."""
+
+    def result(task: str, agent: str, score: float, budget: int | None) -> str:
+        row = {"task": task, "agent": agent, "seed": 0, "env_steps": 1_000_448, "seconds": 1.0}
+        row |= {"score": score, "success_rate": None, "curve": []}
+        return json.dumps(row if budget is None else {**row, "budget": budget})
+
+    out = tmp_path / "results.jsonl"
+    lines = [
+        result("lunarlander", "sb3_ppo_zoo", 250.0, 1_000_000),
+        result("lunarlander", "sb3_ppo", 114.0, None),  # the benchmark's own 500k budget
+        result("lunarlander", "rlformer", 270.0, 1_000_000),  # not SB3
+        result("cartpole", "sb3_ppo", 500.0, None),  # 100k, the suite's CartPole budget
+    ]
+    out.write_text("\n".join(lines) + "\n")
+    rows = default_suite.sb3_rows(out)
+    assert sorted((r["task"], r["agent"], r["eval_return"]) for r in rows) == [
+        ("CartPole", "sb3-ppo", 500.0),
+        ("LunarLander", "sb3-ppo-zoo", 250.0),
+    ]
