@@ -18,10 +18,11 @@ actions, seeds disjoint from training), as ``memory_suite.py`` does for the memo
 
     .venv/bin/python benchmarks/defaults.py --seeds 3    # rows: benchmarks/results/defaults/
     .venv/bin/python benchmarks/defaults.py --tasks lunarlander hopper --agents sb3_ppo_zoo \
-        --steps 1000000 --episodes 100
+        --steps 1000000 --episodes 100 --shard 0/2   # and 1/2: one job per core
     .venv/bin/python benchmarks/defaults.py --report-only
 
-Rows are appended as they finish, so a killed run continues where it stopped.
+Rows are appended as they finish, so a killed run continues where it stopped. ``--shard i/n``
+takes every n-th run (task, seed, agent) from the i-th, so jobs on separate cores share no run.
 """
 
 from __future__ import annotations
@@ -211,6 +212,7 @@ def main() -> None:
     )
     parser.add_argument("--root", type=Path, default=Path("runs/defaults"))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--shard", default="0/1", help="i/n: every n-th run from the i-th.")
     args = parser.parse_args()
     unknown = sorted(set(args.tasks) - set(TASKS))
     if unknown:
@@ -220,25 +222,25 @@ def main() -> None:
     finished = _done(args.out)
     if not args.report_only:
         seen = {(r.task, r.agent, r.seed, budget(r)) for r in finished}
-        for task in args.tasks:
+        index, count = (int(x) for x in args.shard.split("/"))
+        runs = [(t, s, a) for t in args.tasks for s in range(args.seeds) for a in args.agents]
+        for task, seed, agent in runs[index::count]:
             steps = args.steps or TASKS[task][1]
-            for seed in range(args.seeds):
-                for agent in args.agents:
-                    if (task, agent, seed, steps) in seen:
-                        continue
-                    if agent.startswith("sb3_ppo"):
-                        zoo = agent == "sb3_ppo_zoo"
-                        result = run_sb3_ppo(task, seed, steps, args.episodes, zoo)
-                    else:
-                        result = run_rlformer(task, agent, seed, steps, args.episodes, args.root)
-                    with args.out.open("a") as handle:
-                        handle.write(json.dumps(asdict(result)) + "\n")
-                    finished.append(result)
-                    print(
-                        f"{task} {agent} seed {seed}: score {result.score:.1f}, "
-                        f"{result.steps_per_s:.0f} steps/s",
-                        flush=True,
-                    )
+            if (task, agent, seed, steps) in seen:
+                continue
+            if agent.startswith("sb3_ppo"):
+                zoo = agent == "sb3_ppo_zoo"
+                result = run_sb3_ppo(task, seed, steps, args.episodes, zoo)
+            else:
+                result = run_rlformer(task, agent, seed, steps, args.episodes, args.root)
+            with args.out.open("a") as handle:
+                handle.write(json.dumps(asdict(result)) + "\n")
+            finished.append(result)
+            print(
+                f"{task} {agent} seed {seed}: score {result.score:.1f}, "
+                f"{result.steps_per_s:.0f} steps/s",
+                flush=True,
+            )
     report([r for r in finished if r.task in args.tasks])
 
 
