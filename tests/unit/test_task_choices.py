@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from rlformer.algos.ppo.algorithm import build_model
-from rlformer.config import build_config, load_config
+from rlformer.config import build_config, dump_config, load_config, load_saved_config
 from rlformer.config.sections.model import ModelConfig
 
 MINIGRID_IMAGES = [  # MiniGrid's 7x7x3 symbolic view as an image, without the one-hot preset
@@ -52,6 +52,29 @@ def test_a_small_image_gets_minatars_convolution_and_a_large_one_natures() -> No
     ]
     named = build_model(load_config(None, [*MINIGRID_IMAGES, "model.cnn=impala"]))
     assert named.encoder.choices == []  # named by the config: nothing to explain
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        MINIGRID_IMAGES,  # 7x7: MinAtar's convolution with its own width
+        ["env.id=CarRacing-v3", "preset=null"],  # 96x96: Nature-DQN's CNN
+        ["env.id=popgym-RepeatPreviousEasy-v0", "env.imports=[popgym]"],  # a family preset
+        [*MINIGRID_IMAGES, "model.cnn_features=32"],  # a width the user set
+    ],
+    ids=["small-image", "large-image", "preset", "set-width"],
+)
+def test_a_saved_config_rebuilds_the_network_the_run_built(
+    tmp_path: Path, items: list[str]
+) -> None:
+    """What the run chose from the task (encoder, widths, preset) must come back from its saved
+    config alone, or resume, evaluation and export meet weights of another shape."""
+    cfg = load_config(None, items)
+    saved = tmp_path / "config.yaml"
+    saved.write_text(dump_config(cfg))
+    built, rebuilt = build_model(cfg), build_model(load_saved_config(saved))
+    shapes = {k: tuple(v.shape) for k, v in built.state_dict().items()}
+    assert shapes == {k: tuple(v.shape) for k, v in rebuilt.state_dict().items()}
 
 
 @pytest.mark.slow
