@@ -396,14 +396,28 @@ WITHIN = 0.05
 """The target's margin, in normalised score: the default within it of the task's ceiling."""
 
 
-def ceiling_verdicts(rows: list[dict], floors: dict[str, float]) -> list[dict]:
+# Published scores at a suite task's budget, ceiling candidates beside the agents run here:
+# rl-baselines3-zoo's benchmark.md (DLR-RM/rl-baselines3-zoo 0088472) for PPO with its tuned
+# entry at 1M steps, one trained agent each, on the ids of its time (LunarLander-v2, Hopper-v3),
+# scored with greedy actions as here.
+PUBLISHED_CEILINGS: dict[str, tuple[float, str]] = {
+    "LunarLander": (242.119, "rl-zoo PPO, published"),
+    "Hopper": (2410.435, "rl-zoo PPO, published"),
+}
+
+
+def ceiling_verdicts(
+    rows: list[dict], floors: dict[str, float], published: dict | None = None
+) -> list[dict]:
     """Per task: the ceiling (the best mean of the agents other than the default, each over
-    its own seeds) and the default's mean over the same seeds, normalised between random play
-    (0) and the ceiling (1).
+    its own seeds, and of the ``published`` scores, :data:`PUBLISHED_CEILINGS` when None) and
+    the default's mean over the same seeds (all its seeds against a published score),
+    normalised between random play (0) and the ceiling (1).
 
     A task is counted toward the target only when some other agent was run on it and its
     ceiling is more than ``WITHIN`` above random play; otherwise it is listed apart.
     """
+    scores = PUBLISHED_CEILINGS if published is None else published
     returns: dict[str, dict[str, dict[int, float]]] = {}
     for row in rows:
         agents = returns.setdefault(row["task"], {})
@@ -414,13 +428,16 @@ def ceiling_verdicts(rows: list[dict], floors: dict[str, float]) -> list[dict]:
             continue
         floor, default = floors[task], agents["default"]
         others = {a: float(np.mean(list(v.values()))) for a, v in agents.items() if a != "default"}
+        if task in scores:
+            value, label = scores[task]
+            others[label] = value
         verdict: dict = {"task": task, "random": floor, "ceiling": None}
         verdict["default"] = float(np.mean(list(default.values())))
         if others:
             best = max(others, key=others.__getitem__)
-            seeds = sorted(agents[best])
+            seeds = sorted(agents.get(best, {}))
             verdict |= {"ceiling": others[best], "by": best, "seeds": seeds}
-            if all(seed in default for seed in seeds):
+            if seeds and all(seed in default for seed in seeds):
                 verdict["default"] = float(np.mean([default[seed] for seed in seeds]))
         if verdict["ceiling"] is None or verdict["ceiling"] - floor <= WITHIN:
             verdict["counted"] = False
@@ -457,7 +474,7 @@ def report_ceilings(rows: list[dict], floors: dict[str, float]) -> tuple[int, in
         ceiling = "none"
         if v["ceiling"] is not None:
             seeds = ", ".join(str(seed) for seed in v["seeds"])
-            ceiling = f"{v['ceiling']:.3f} ({v['by']}, seeds {seeds})"
+            ceiling = f"{v['ceiling']:.3f} ({v['by']}" + (f", seeds {seeds})" if seeds else ")")
         if v["counted"]:
             score, verdict = f"{v['normalised']:.2f}", "within" if v["within"] else "behind"
         else:

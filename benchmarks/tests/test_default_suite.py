@@ -248,3 +248,18 @@ def test_sb3_ppo_rows_of_the_defaults_benchmark_are_ceiling_candidates_at_the_bu
         ("CartPole", "sb3-ppo", 500.0),
         ("LunarLander", "sb3-ppo-zoo", 250.0),
     ]
+
+
+def test_a_published_score_is_a_ceiling_candidate_against_every_seed_of_the_default() -> None:
+    rows = [
+        *_rows("Hopper", "default", [3000.0, 1000.0, 2000.0]),
+        *_rows("Hopper", "sb3-ppo-zoo", [1000.0, 100.0]),
+        *_rows("LunarLander", "default", [250.0]),
+        *_rows("LunarLander", "sb3-ppo-zoo", [260.0]),
+    ]
+    floors = {"Hopper": 0.0, "LunarLander": -190.0}
+    published = {"Hopper": (2500.0, "paper"), "LunarLander": (240.0, "paper")}
+    hopper, lander = default_suite.ceiling_verdicts(rows, floors, published)
+    assert (hopper["by"], hopper["ceiling"], hopper["seeds"]) == ("paper", 2500.0, [])
+    assert hopper["default"] == 2000.0 and hopper["normalised"] == 0.8  # all three seeds
+    assert (lander["by"], lander["ceiling"]) == ("sb3-ppo-zoo", 260.0)  # above the paper's
