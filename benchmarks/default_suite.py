@@ -132,6 +132,14 @@ sb3-contrib's RecurrentPPO (benchmarks/memory_suite.py trains it with the rollou
 size and discounting of the task's config there, or rl-baselines3-zoo's entry)."""
 
 
+def suite_row(task: str, agent: str, result: object) -> dict:
+    """Another benchmark's result (``memory_suite.Result`` or ``defaults.Result``) as a row of
+    this suite under its suite task and agent names."""
+    fields = ("seed", "env_steps", "score")
+    seed, steps, score = (getattr(result, name) for name in fields)
+    return {"task": task, "agent": agent, "seed": seed, "steps": steps, "eval_return": score}
+
+
 def peer_rows(path: Path = MEMORY_SUITE_OUT) -> list[dict]:
     """The memory suite's rows of :data:`PEERS` that ran a suite task's env at the suite's
     budget, as rows of this suite (no variant's ``--set`` rows): each task is matched by the
@@ -156,15 +164,7 @@ def peer_rows(path: Path = MEMORY_SUITE_OUT) -> list[dict]:
         name = by_env.get(env_ids[result.task])
         if name is None or memory_suite.row_budget(result) != TASKS[name].steps:
             continue
-        rows.append(
-            {
-                "task": name,
-                "agent": PEERS[result.agent],
-                "seed": result.seed,
-                "steps": result.env_steps,
-                "eval_return": result.score,
-            }
-        )
+        rows.append(suite_row(name, PEERS[result.agent], result))
     return rows
 
 
@@ -190,15 +190,7 @@ def sb3_rows(path: Path = DEFAULTS_OUT) -> list[dict]:
             continue
         if defaults.budget(result) != TASKS[name].steps:
             continue
-        rows.append(
-            {
-                "task": name,
-                "agent": SB3_AGENTS[result.agent],
-                "seed": result.seed,
-                "steps": result.env_steps,
-                "eval_return": result.score,
-            }
-        )
+        rows.append(suite_row(name, SB3_AGENTS[result.agent], result))
     return rows
 
 
