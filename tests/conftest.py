@@ -24,6 +24,12 @@ os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
 # Ray's metrics collection (Prometheus export) is two thirds of an idle Serve instance's CPU and
 # two fifths of an idle Ray's; no test reads those metrics, and the suite is CPU-bound.
 os.environ.setdefault("RAY_enable_metrics_collection", "0")
+# A new Ray starts one idle worker process per CPU ahead of any task (and again for its first
+# driver): 2-4 s of CPU for each of the suite's Ray starts (a bare ray.init: 7.5-9.6 s of CPU
+# with them, 5.6 s without), for workers no test asks for: the tests' actors carry runtime
+# environments of their own, which the prestarted workers do not have.
+os.environ.setdefault("RAY_enable_worker_prestart", "0")
+os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 # One scratch folder per test process, removed when it exits. The key that seals checkpointed
 # env states lives under XDG_CONFIG_HOME: keep the tests' key out of the user's home
 # (subprocesses inherit it, so CLI runs share it with in-process ones). SB3's logger makes a

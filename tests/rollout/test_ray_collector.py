@@ -249,7 +249,8 @@ def test_two_node_cluster_places_workers_on_both_nodes() -> None:
         ray.shutdown()
     # Each node carries a custom resource naming it, so placement is checked by name.
     cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"node_head": 1}}
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": {"node_head": 1}, "include_dashboard": False},
     )
     cluster.add_node(num_cpus=1, resources={"node_second": 1})
     cluster.wait_for_nodes()
@@ -301,7 +302,9 @@ def test_user_env_module_and_wrapper_on_a_cluster_via_runtime_env(
     monkeypatch.syspath_prepend(str(package))  # the driver imports it from here
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     try:

@@ -88,7 +88,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterato
                 load_servable(paths[name]), options, port=port, route_prefix=f"/{name}", name=name
             )
         paths["export"] = _export(paths["gtrxl"], root / "export")
-        options = ServeOptions(replicas=2, max_batch=32)
+        options = ServeOptions(replicas=1, max_batch=32)
         start(load_servable(paths["export"]), options, port=port, route_prefix="/export", name="ex")
         yield {"url": f"http://127.0.0.1:{port}", "paths": paths}
     finally:
@@ -260,7 +260,7 @@ def test_an_export_directory_is_served_over_http_and_needs_no_files_after_start(
         for i, (sid, steps) in enumerate(plans.items()):
             got[sid] += _run_session(url, sid, steps[half:], i)
         assert got == expected
-        _kill_replica("ex", "PolicyReplica1")
+        _kill_replica("ex", "PolicyReplica0")
         fresh = _episodes(300)
         deadline = time.monotonic() + 120
         while True:  # the restarted replica comes back from the shipped model bytes

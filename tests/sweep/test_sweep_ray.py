@@ -197,7 +197,8 @@ def test_sweep_trials_run_where_the_cluster_has_cpus(tmp_path: Path) -> None:
     if ray.is_initialized():
         ray.shutdown()
     cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 0, "resources": {"node_head": 1}}
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "resources": {"node_head": 1}, "include_dashboard": False},
     )
     cluster.add_node(num_cpus=1, resources={"node_second": 1})
     cluster.wait_for_nodes()
