@@ -170,15 +170,36 @@ def throughput(peer_python: str | None, steps: int, envs: list[int]) -> None:
     print(json.dumps(results, indent=1))
 
 
+def peer_row(row: dict) -> dict:
+    """A BenchMARL training row in this script's terms: the evaluation's mean return over agents,
+    the budget in env steps (a frame is one step of one env with every agent) and the curve as
+    (env steps, training return) pairs."""
+    return {
+        **row,
+        "eval_return": row.get("eval_per_agent_mean_return"),
+        "steps": row["frames"],
+        "curve": [(p["frames"], p["episode_reward_mean"]) for p in row.get("curve") or []],
+    }
+
+
+def at_steps(points: list[tuple[int, float]], steps: int, width: int = 50_000) -> float | None:
+    """The mean training return over the curve's points in the ``width`` env steps up to
+    ``steps``: a window wide enough that both libraries' batch sizes (1,024 and 6,000 env steps)
+    put several points in it."""
+    inside = [value for step, value in points if steps - width < step <= steps]
+    return float(np.mean(inside)) if inside else None
+
+
 def report() -> None:
-    """The table (mean over seeds, per seed) and a learning-curve PNG per task."""
+    """The table (mean over seeds, per seed), the training returns at equal env steps and a
+    learning-curve PNG per task."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = done(RESULTS / "rlformer.jsonl")
-    peer = done(RESULTS / "benchmarl.jsonl")
+    peer = [peer_row(r) for r in done(RESULTS / "benchmarl.jsonl") if r.get("mode") == "train"]
     print("| task | agent | steps | seeds | return (mean over agents) | success | per seed |")
     print("|---|---|---|---|---|---|---|")
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -187,12 +208,21 @@ def report() -> None:
     for row in peer:
         groups.setdefault((row["task"], "BenchMARL mappo"), []).append(row)
     for (task, agent), runs in sorted(groups.items()):
-        values = [r.get("eval_return", r.get("eval_agent_mean")) for r in runs]
+        values = [r["eval_return"] for r in runs]
         success = [r["eval_success"] for r in runs if r.get("eval_success") is not None]
         rate = f"{100 * np.mean(success):.0f}%" if success else "-"
         per_seed = ", ".join(f"{v:.2f}" for v in values)
-        print(f"| {task} | {agent} | {runs[0].get('steps', runs[0].get('frames'))} | "
-              f"{len(runs)} | {np.mean(values):.2f} | {rate} | {per_seed} |")  # fmt: skip
+        print(f"| {task} | {agent} | {runs[0]['steps']} | {len(runs)} | {np.mean(values):.2f} "
+              f"| {rate} | {per_seed} |")  # fmt: skip
+    marks = (100_000, 250_000, 500_000, 750_000, 1_000_000)
+    print("\n| task | agent | seeds | " + " | ".join(f"at {m // 1000}k" for m in marks) + " |")
+    print("|---|---|---|" + "---|" * len(marks))
+    for (task, agent), runs in sorted(groups.items()):
+        cells = []
+        for mark in marks:
+            values = [v for r in runs if (v := at_steps(r["curve"], mark)) is not None]
+            cells.append(f"{np.mean(values):.1f} ({len(values)})" if values else "-")
+        print(f"| {task} | {agent} | {len(runs)} | " + " | ".join(cells) + " |")
     agents = sorted({agent for _, agent in groups})  # one colour per agent on every plot
     for task in sorted({t for t, _ in groups}):
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -200,7 +230,7 @@ def report() -> None:
             if t != task:
                 continue
             for i, run in enumerate(runs):
-                points = np.asarray(run.get("curve") or [], dtype=float)
+                points = np.asarray(run["curve"], dtype=float)
                 if points.size:
                     ax.plot(points[:, 0], points[:, 1], color=f"C{agents.index(agent) % 10}",
                             alpha=0.8, label=agent if i == 0 else None)  # fmt: skip
