@@ -7,6 +7,11 @@ and earns 1 for repeating the bit it saw one step earlier (its first step is not
 memory helps and a random policy scores half. The last step of an agent is ``terminated``,
 except that ``truncate=True`` truncates the agents still present when the episode's last
 agent leaves (a time limit).
+
+With ``state=True`` the env also has a global state (``state_space``, ``state()``: the clock and
+the step's bit), and, as in envs that take a fallen agent's body out of the world (SISL's
+multiwalker), the state cannot be read once the episode has terminated (not truncated) until
+the next reset; ``state_reads`` counts the reads.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class StaggeredEnv(ParallelEnv):
         joins: tuple[int, ...] = (0, 0, 2),
         leaves: tuple[int, ...] = (3, 6, 8),
         truncate: bool = False,
+        state: bool = False,
     ) -> None:
         if len(joins) != len(leaves) or any(j > k for j, k in zip(joins, leaves, strict=True)):
             raise ValueError(f"need one join <= leave per agent; got {joins} and {leaves}")
@@ -36,6 +42,10 @@ class StaggeredEnv(ParallelEnv):
         self.agents: list[str] = []
         box = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
         self._box = box
+        if state:
+            self.state_space = box
+        self.state_reads = 0
+        self._ended = False
         self._rng = np.random.default_rng()
         self._t = 0
         self._bits = np.zeros(max(leaves) + 2, dtype=np.int64)
@@ -66,6 +76,7 @@ class StaggeredEnv(ParallelEnv):
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         self._t = 0
+        self._ended = False
         self._bits = self._rng.integers(0, 2, size=max(self.leaves) + 2)
         self.agents = self._present(0)
         return self._observe(self.agents), {agent: {} for agent in self.agents}
@@ -85,9 +96,20 @@ class StaggeredEnv(ParallelEnv):
         observations = self._observe(acting)  # the leaving agents' final observations too
         joining = [a for a in self._present(self._t) if a not in acting]
         self.agents = [a for a in acting if a not in leaving] + joining
+        self._ended = not self.agents and any(terminations.values())
         observations.update(self._observe(joining))
         infos: dict[str, dict[str, Any]] = {agent: {} for agent in observations}
         return observations, rewards, terminations, truncations, infos
+
+    def state(self) -> np.ndarray:
+        """The clock and the step's bit (``state=True`` only); unreadable after the episode's
+        termination."""
+        if getattr(self, "state_space", None) is None:
+            raise AttributeError("StaggeredEnv(state=False) has no global state")
+        if self._ended:
+            raise RuntimeError("the episode has terminated: no state until reset()")
+        self.state_reads += 1
+        return self._observe(["state"])["state"]
 
 
 def parallel_env(**kwargs: Any) -> StaggeredEnv:

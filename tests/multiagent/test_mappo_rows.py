@@ -129,6 +129,24 @@ def test_central_critic_reads_the_state_and_the_actor_never_does() -> None:
     assert "state" not in model.encoder.leaves and "state" in model.critic_encoder.leaves
 
 
+@pytest.mark.parametrize("truncate", [False, True])
+def test_the_central_critic_reads_the_state_only_where_it_is_used(truncate: bool) -> None:
+    # Staggered with a state that, as in SISL's multiwalker, cannot be read once the episode
+    # has terminated: a read for the fragment's first observations, one per env step for the
+    # next ones, one more where the episode was truncated (its last value is bootstrapped from
+    # the state), never after a termination.
+    cfg = _cfg(STAGGERED, env_kwargs={"state": True, "truncate": truncate})
+    worker = _worker(cfg, envs=2, steps=20)
+    assert worker.team.critic_input == "state"
+    before = [env.state_reads for env in worker.envs]
+    fragment = worker.sample().fragments["agent"]
+    reads = [env.state_reads - b for env, b in zip(worker.envs, before, strict=True)]
+    ends = 2  # 9-step episodes end at steps 8 and 17 of the 20
+    assert reads == [1 + 20 + (ends if truncate else 0)] * 2
+    assert np.isfinite(fragment.truncation_values).all()
+    assert (fragment.truncated.sum() > 0) == truncate
+
+
 def test_independent_critics_read_what_their_actor_reads() -> None:
     cfg = _cfg(RELAY, critic="independent", agent_id=False)
     worker = _worker(cfg, envs=2, steps=4)

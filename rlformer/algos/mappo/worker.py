@@ -198,8 +198,10 @@ class MultiAgentWorker(WorkerProcess):
     ) -> Tree:
         return group_observations(self.team, g, self.envs, observations, states)
 
-    def _critic_states(self, observations: list[dict[str, Any]]) -> list[np.ndarray | None]:
-        return critic_states(self.team, self.envs, observations)
+    def _critic_states(
+        self, observations: list[dict[str, Any]], where: list[bool] | None = None
+    ) -> list[np.ndarray | None]:
+        return critic_states(self.team, self.envs, observations, where)
 
     # ------------------------------------------------------------ weights
     def set_weights(self, weights: dict[str, torch.Tensor], version: int) -> None:
@@ -216,7 +218,8 @@ class MultiAgentWorker(WorkerProcess):
         started = time.perf_counter()
         length = self.fragment_length
         groups = self.team.groups
-        obs = {g.name: self._group_obs(g, self.observations) for g in groups}
+        states = self._critic_states(self.observations)  # once for every group
+        obs = {g.name: self._group_obs(g, self.observations, states) for g in groups}
         bufs = {
             g.name: FragmentBuffers.empty(
                 obs[g.name], self._model(g.name).dist, None, length, self.num_envs * g.size
@@ -302,10 +305,7 @@ class MultiAgentWorker(WorkerProcess):
         # The central critic's input where an agent's episode was cut short, before any reset
         # (env.state() can cost as much as the observations: only where it is needed).
         cut = [any(s[3].values()) for s in steps]
-        final_states = self._critic_states(
-            [s[0] if c else {} for s, c in zip(steps, cut, strict=True)]
-        )
-        final_states = [state if c else None for state, c in zip(final_states, cut, strict=True)]
+        final_states = self._critic_states([s[0] for s in steps], where=cut)
         ended = self._finish_steps(steps, result)
         next_observations = []
         for e, env in enumerate(self.envs):
@@ -452,12 +452,21 @@ def row_observation(g: Group, agent_index: int, agent_obs: Any, state: np.ndarra
 
 
 def critic_states(
-    team: Team, envs: list[Any], observations: list[dict[str, Any]]
+    team: Team,
+    envs: list[Any],
+    observations: list[dict[str, Any]],
+    where: list[bool] | None = None,
 ) -> list[np.ndarray | None]:
-    """Each env's central-critic input (None for independent critics)."""
+    """Each env's central-critic input (None for independent critics, and for the envs that
+    ``where`` leaves out: an env's ``state()`` is read only where it is used, because it can
+    cost as much as the observations and some envs cannot give it once an agent has fallen)."""
+    keep = where if where is not None else [True] * len(envs)
     if team.critic_input is None:
         return [None] * len(envs)
-    return [flat_state(team, env, obs) for env, obs in zip(envs, observations, strict=True)]
+    return [
+        flat_state(team, env, obs) if k else None
+        for env, obs, k in zip(envs, observations, keep, strict=True)
+    ]
 
 
 def group_observations(
