@@ -119,3 +119,4 @@ def test_dry_run_names_groups_and_critic() -> None:
     assert done.returncode == 0, done.stderr
     assert "2 agents in 2 group(s)" in done.stdout and "critic state" in done.stdout
     assert "group speaker: agents speaker_0" in done.stdout
+    assert "model.value_scaling: return_std" in done.stdout  # the single agent's default

@@ -24,6 +24,7 @@ from rlformer.algos.mappo.config import mappo_section
 from rlformer.algos.mappo.evaluation import play_team
 from rlformer.algos.mappo.team import build_team, make_parallel_env
 from rlformer.algos.mappo.worker import MultiAgentWorker, TeamFragment, build_team_model
+from rlformer.algos.ppo.algorithm import value_scaling_line
 from rlformer.algos.ppo.config import PPOConfig
 from rlformer.algos.ppo.learner import PPOLearner
 from rlformer.config import TrainConfig
@@ -108,11 +109,17 @@ class MAPPO:
             f"{section.total_steps:,} env steps, runs under {cfg.run.root}"
         ]
         for group in team.groups:
-            parameters = sum(p.numel() for p in model[group.name].parameters())
+            network = model[group.name]
+            parameters = sum(p.numel() for p in network.parameters())
             lines.append(
                 f"group {group.name}: agents {', '.join(group.agents)}; {parameters:,} parameters"
             )
-        return "\n".join(lines)
+            lines.extend(f"group {group.name} actor: {c}" for c in network.encoder.choices)
+            if network.critic_encoder is not None:
+                lines.extend(
+                    f"group {group.name} critic: {c}" for c in network.critic_encoder.choices
+                )
+        return "\n".join([*lines, value_scaling_line(cfg)])
 
     @property
     def env_steps(self) -> int:

@@ -129,12 +129,16 @@ def choice_lines(cfg: TrainConfig) -> list[str]:
         lines.append(
             f"preset: none ({'set to null' if family else 'env.id is of no family with one'})"
         )
+    return [*lines, value_scaling_line(cfg)]
+
+
+def value_scaling_line(cfg: TrainConfig) -> str:
+    """Which value and advantage scaling the run takes, and why (every PPO-trained algorithm)."""
     scaling = cfg.model.value_scaling
     if scaling is None:
         scaling = "return_std" if cfg.model.normalize_reward else "none"
     source = "the default" if scaling == "return_std" else "as the config or its preset sets"
-    why = VALUE_SCALING_WHY[scaling]
-    return [*lines, f"model.value_scaling: {scaling}: {why} ({source})"]
+    return f"model.value_scaling: {scaling}: {VALUE_SCALING_WHY[scaling]} ({source})"
 
 
 class PPO:
