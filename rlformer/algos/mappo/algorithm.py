@@ -109,7 +109,7 @@ class MAPPO:
             f"{section.total_steps:,} env steps, runs under {cfg.run.root}"
         ]
         for group in team.groups:
-            network = model[group.name]
+            network = cast(ActorCritic, model[group.name])
             parameters = sum(p.numel() for p in network.parameters())
             lines.append(
                 f"group {group.name}: agents {', '.join(group.agents)}; {parameters:,} parameters"
