@@ -12,6 +12,11 @@ With ``state=True`` the env also has a global state (``state_space``, ``state()`
 the step's bit), and, as in envs that take a fallen agent's body out of the world (SISL's
 multiwalker), the state cannot be read once the episode has terminated (not truncated) until
 the next reset; ``state_reads`` counts the reads.
+
+With ``mask="obs"`` or ``mask="info"`` the env gives action masks, in PettingZoo's layout
+(``int8`` ones for allowed actions) under the key ``action_mask`` of a Dict observation
+(``{"observation", "action_mask"}``) or of each agent's info: at odd steps only the scored
+action (the bit seen one step earlier) is allowed, at even steps both actions are.
 """
 
 from __future__ import annotations
@@ -34,7 +39,10 @@ class StaggeredEnv(ParallelEnv):
         leaves: tuple[int, ...] = (3, 6, 8),
         truncate: bool = False,
         state: bool = False,
+        mask: str | None = None,
     ) -> None:
+        if mask not in (None, "obs", "info"):
+            raise ValueError(f"mask must be None, 'obs' or 'info'; got {mask!r}")
         if len(joins) != len(leaves) or any(j > k for j, k in zip(joins, leaves, strict=True)):
             raise ValueError(f"need one join <= leave per agent; got {joins} and {leaves}")
         self.joins, self.leaves, self.truncate = tuple(joins), tuple(leaves), bool(truncate)
@@ -44,6 +52,14 @@ class StaggeredEnv(ParallelEnv):
         self._box = box
         if state:
             self.state_space = box
+        self.mask = mask
+        self._mask_box = spaces.Box(0, 1, shape=(2,), dtype=np.int8)
+        if mask == "obs":
+            self._obs_space: spaces.Space = spaces.Dict(
+                {"observation": box, "action_mask": self._mask_box}
+            )
+        else:
+            self._obs_space = box
         self.state_reads = 0
         self._ended = False
         self._rng = np.random.default_rng()
@@ -51,7 +67,7 @@ class StaggeredEnv(ParallelEnv):
         self._bits = np.zeros(max(leaves) + 2, dtype=np.int64)
 
     def observation_space(self, agent: str) -> spaces.Space:
-        return self._box
+        return self._obs_space
 
     def action_space(self, agent: str) -> spaces.Space:
         return spaces.Discrete(2)
@@ -65,10 +81,26 @@ class StaggeredEnv(ParallelEnv):
             if join <= t <= leave
         ]
 
-    def _observe(self, agents: list[str]) -> dict[str, np.ndarray]:
+    def _observe(self, agents: list[str]) -> dict[str, Any]:
         clock = self._t / (max(self.leaves) + 1)
         bit = float(self._bits[self._t])
-        return {agent: np.array([clock, bit], dtype=np.float32) for agent in agents}
+        values = {agent: np.array([clock, bit], dtype=np.float32) for agent in agents}
+        if self.mask != "obs":
+            return values
+        return {a: {"observation": v, "action_mask": self.action_mask()} for a, v in values.items()}
+
+    def action_mask(self) -> np.ndarray:
+        """The actions allowed now: at odd steps only the previous step's bit."""
+        if self._t % 2 == 0:
+            return np.ones(2, dtype=np.int8)
+        mask = np.zeros(2, dtype=np.int8)
+        mask[self._bits[self._t - 1]] = 1
+        return mask
+
+    def _infos(self, agents: Any) -> dict[str, dict[str, Any]]:
+        if self.mask == "info":
+            return {agent: {"action_mask": self.action_mask()} for agent in agents}
+        return {agent: {} for agent in agents}
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
@@ -79,7 +111,7 @@ class StaggeredEnv(ParallelEnv):
         self._ended = False
         self._bits = self._rng.integers(0, 2, size=max(self.leaves) + 2)
         self.agents = self._present(0)
-        return self._observe(self.agents), {agent: {} for agent in self.agents}
+        return self._observe(self.agents), self._infos(self.agents)
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         acting = list(self.agents)
@@ -98,7 +130,7 @@ class StaggeredEnv(ParallelEnv):
         self.agents = [a for a in acting if a not in leaving] + joining
         self._ended = not self.agents and any(terminations.values())
         observations.update(self._observe(joining))
-        infos: dict[str, dict[str, Any]] = {agent: {} for agent in observations}
+        infos = self._infos(observations)
         return observations, rewards, terminations, truncations, infos
 
     def state(self) -> np.ndarray:
@@ -109,7 +141,8 @@ class StaggeredEnv(ParallelEnv):
         if self._ended:
             raise RuntimeError("the episode has terminated: no state until reset()")
         self.state_reads += 1
-        return self._observe(["state"])["state"]
+        clock = self._t / (max(self.leaves) + 1)
+        return np.array([clock, float(self._bits[self._t])], dtype=np.float32)
 
 
 def parallel_env(**kwargs: Any) -> StaggeredEnv:

@@ -148,24 +148,25 @@ def mask_size(space: gym.Space) -> int | None:
     return None
 
 
-def decode_mask(space: gym.Space, value: Any) -> np.ndarray | None:
-    """An ``action_mask`` list as ``[n]`` booleans (None when absent)."""
+def decode_mask(space: gym.Space, value: Any, where: str = "action_mask") -> np.ndarray | None:
+    """An ``action_mask`` list as ``[n]`` booleans (None when absent); ``where`` names the
+    field in errors."""
     if value is None:
         return None
     size = mask_size(space)
     if size is None:
-        raise _bad("action_mask", f"{type(space).__name__} actions take no mask")
+        raise _bad(where, f"{type(space).__name__} actions take no mask")
     if not isinstance(value, list) or len(value) != size:
-        raise _bad("action_mask", f"expected a list of {size} booleans")
+        raise _bad(where, f"expected a list of {size} booleans")
     if not all(isinstance(v, bool) or v in (0, 1) for v in value):
-        raise _bad("action_mask", "expected booleans")
+        raise _bad(where, "expected booleans")
     mask = np.array(value, dtype=bool)
     multi = isinstance(space, gym.spaces.MultiDiscrete)
     parts = np.split(mask, np.cumsum(np.asarray(space.nvec).reshape(-1))[:-1]) if multi else [mask]
     for component, part in enumerate(parts):
         if not part.any():  # a batch row without a valid action would fail its whole batch
             where = f" in action component {component}" if len(parts) > 1 else ""
-            raise _bad("action_mask", f"allows no action{where}")
+            raise _bad(where, f"allows no action{where}")
     return mask
 
 

@@ -180,6 +180,9 @@ BAD_BODIES: list[tuple[str, Any, int]] = [
     ("reward not a number", {"observations": GOOD, "rewards": {"agent_0": "1"}}, 400),
     ("reward of no agent", {"observations": GOOD, "rewards": {"bob": 1.0}}, 400),
     ("flag not bool", {"observations": GOOD, "episode_start": 1}, 400),
+    ("mask of no action", {"observations": GOOD, "action_masks": {"agent_0": [0, 0]}}, 400),
+    ("mask too short", {"observations": GOOD, "action_masks": {"agent_0": [True]}}, 400),
+    ("mask of no agent", {"observations": GOOD, "action_masks": {"bob": [True, True]}}, 400),
     ("unknown session", {"observations": GOOD, "episode_start": False}, 409),
 ]
 
@@ -225,3 +228,23 @@ def test_rewards_reach_a_model_that_reads_them(server: dict[str, Any]) -> None:
             answers.append(_post(url, sid, body).json()["actions"])
         differs |= answers[0] != answers[1]
     assert differs
+
+
+@pytest.mark.parametrize("app", ["run", "export"])
+def test_action_masks_rule_out_actions_per_agent(server: dict[str, Any], app: str) -> None:
+    """Whatever the team would choose, an agent whose mask allows one action takes it; an
+    agent sent without a mask in the same request acts as it would alone."""
+    url = f"{server['url']}/{app}"
+    rng = np.random.default_rng(1)
+    for trial in range(10):
+        obs = {a: rng.uniform(-1, 1, 2).round(3).tolist() for a in ("agent_0", "agent_1")}
+        free = _post(url, f"free-{trial}", {"observations": obs, "episode_start": True})
+        forced = 1 - free.json()["actions"]["agent_0"]
+        body = {
+            "observations": obs,
+            "episode_start": True,
+            "action_masks": {"agent_0": [forced == 0, forced == 1]},
+        }
+        answer = _post(url, f"masked-{trial}", body)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["actions"] == {**free.json()["actions"], "agent_0": forced}

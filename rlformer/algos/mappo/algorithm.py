@@ -22,6 +22,7 @@ import torch
 
 from rlformer.algos.mappo.config import mappo_section
 from rlformer.algos.mappo.evaluation import play_team
+from rlformer.algos.mappo.masks import check_first_masks
 from rlformer.algos.mappo.team import build_team, make_parallel_env
 from rlformer.algos.mappo.worker import MultiAgentWorker, TeamFragment, build_team_model
 from rlformer.algos.ppo.algorithm import value_scaling_line
@@ -29,7 +30,9 @@ from rlformer.algos.ppo.config import PPOConfig
 from rlformer.algos.ppo.learner import PPOLearner
 from rlformer.config import TrainConfig
 from rlformer.networks.actor_critic import ActorCritic
+from rlformer.rollout.action_masks import ActionMaskError
 from rlformer.rollout.collector import Collector, make_collector
+from rlformer.rollout.env_factory import EnvError
 from rlformer.rollout.worker_spec import WorkerSpec
 from rlformer.runs.algorithm import Evaluation, Progress
 from rlformer.runs.checkpoints import seal_state, unseal_state
@@ -53,6 +56,11 @@ def describe_team(cfg: TrainConfig) -> tuple[Any, torch.nn.ModuleDict]:
     env = make_parallel_env(mappo_section(cfg))
     try:
         team = build_team(mappo_section(cfg), env)
+        if team.action_mask is not None:  # a mask's key and size are only seen after a reset
+            try:
+                check_first_masks(team, env, cfg.run.seed)
+            except ActionMaskError as err:
+                raise EnvError(f"mappo.env {mappo_section(cfg).env!r}: {err}") from None
     finally:
         env.close()
     return team, build_team_model(team, cfg.model)

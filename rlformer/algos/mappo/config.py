@@ -53,6 +53,14 @@ class MAPPOConfig(StrictModel):
         description="Give each agent its index in its group (one-hot) as an input, so that "
         "agents sharing a network can still act apart.",
     )
+    action_mask: str | None = Field(
+        None,
+        pattern=r"^(obs|info):.+$",
+        description="Where each agent's action mask comes from: obs:KEY (a key of its Dict "
+        "observation, removed from what its network reads; PettingZoo's convention is "
+        "obs:action_mask) or info:KEY (its info entry); Discrete and MultiDiscrete actions. "
+        "null: no masks.",
+    )
     total_steps: int = Field(
         1_000_000,
         ge=1,
@@ -79,7 +87,10 @@ def check_config(cfg: Any) -> None:
             "chunk per minibatch; set both to 1"
         )
     if cfg.env.action_mask is not None:
-        raise ValueError("env.action_mask: mappo reads no action masks yet; leave it null")
+        raise ValueError(
+            "env.action_mask: a mappo run reads its agents' masks from mappo.action_mask; "
+            "leave env.action_mask null"
+        )
 
 
 def planned_iterations(cfg: Any) -> int:

@@ -19,8 +19,9 @@ import torch
 
 from rlformer.algos.mappo.config import MAPPOConfig, mappo_section
 from rlformer.algos.mappo.evaluation import TeamResults
-from rlformer.algos.mappo.team import build_team, make_parallel_env
-from rlformer.algos.mappo.worker import TeamEpisode, group_observations, presence
+from rlformer.algos.mappo.masks import AgentMasks, group_masks, split_masks
+from rlformer.algos.mappo.team import build_team, make_parallel_env, presence
+from rlformer.algos.mappo.worker import TeamEpisode, group_observations
 from rlformer.evaluation.report import EvaluationReport, seed_offset
 from rlformer.evaluation.statistics import summarize_scores
 from rlformer.networks.actor_critic import ActorCritic
@@ -89,11 +90,14 @@ class ExportedTeam:
         generator = torch.Generator().manual_seed(seed)
         next_seed = seed
         observations: list[dict[str, Any]] = []
+        masks: list[AgentMasks] = []
         seeds: list[int] = []
         returns: list[dict[str, float]] = []
         lengths: list[int] = []
         for env in envs:
-            observations.append(env.reset(seed=next_seed)[0])
+            obs, agent_masks = split_masks(team, *env.reset(seed=next_seed))
+            observations.append(obs)
+            masks.append(agent_masks)
             seeds.append(next_seed)
             returns.append({})
             lengths.append(0)
@@ -106,10 +110,11 @@ class ExportedTeam:
         while len(played) < episodes:
             actions: list[dict[str, Any]] = [{} for _ in envs]
             for g in team.groups:
-                obs = group_observations(team, g, envs, observations)
+                obs = nested(group_observations(team, g, envs, observations))
                 acted, states[g.name] = self.policies[g.name].act(
-                    obs, states[g.name], starts[g.name], deterministic=deterministic,
-                    generator=generator,
+                    obs, states[g.name], starts[g.name],
+                    action_mask=group_masks(team, g, masks, present[g.name]),
+                    deterministic=deterministic, generator=generator,
                 )  # fmt: skip
                 for row in np.flatnonzero(present[g.name]):
                     e, k = divmod(int(row), g.size)
@@ -119,7 +124,9 @@ class ExportedTeam:
                 lengths[e] += 1
                 for agent, reward in rewards.items():
                     returns[e][agent] = returns[e].get(agent, 0.0) + float(reward)
+                obs, agent_masks = split_masks(team, obs, infos)
                 observations[e] = {a: obs[a] for a in env.agents if a in obs}
+                masks[e] = {a: agent_masks[a] for a in env.agents if a in agent_masks}
                 if env.agents:
                     continue
                 success = [i["is_success"] for i in infos.values() if "is_success" in i]
@@ -128,7 +135,7 @@ class ExportedTeam:
                         dict(returns[e]), lengths[e], float(any(success)) if success else None,
                         seeds[e],
                     )  # fmt: skip
-                observations[e] = env.reset(seed=next_seed)[0]
+                observations[e], masks[e] = split_masks(team, *env.reset(seed=next_seed))
                 seeds[e], returns[e], lengths[e], next_seed = next_seed, {}, 0, next_seed + 1
             for g in team.groups:
                 was, now = present[g.name], presence(g, envs)
@@ -162,6 +169,21 @@ class ExportedTeam:
     ) -> list[EvaluationReport]:
         """As :meth:`rlformer.algos.mappo.policy.TeamPolicy.evaluate_own_task`, from the graphs."""
         return team_reports(self, episodes, seeds, num_envs, deterministic)
+
+
+def nested(tree: Any) -> Any:
+    """A flat leaf dict (``{"obs/observation": ...}``, as the rollout worker stores rows) as
+    the nested observation an exported graph's runner reads, as a user passes it."""
+    if not isinstance(tree, dict):
+        return tree
+    out: dict[str, Any] = {}
+    for path, value in tree.items():
+        *parents, leaf = path.split("/")
+        node = out
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return out
 
 
 def team_reports(

@@ -2,8 +2,10 @@
 
 ``POST /v1/sessions/ID/act`` takes one env step of the whole team,
 ``{"observations": {agent: obs, ...}, "rewards": {agent: r, ...} | null, "episode_start": bool,
-"deterministic": bool}``, and answers ``{"actions": {agent: action, ...}}``, one action per
-agent it was given.
+"deterministic": bool, "action_masks": {agent: [bool, ...], ...} | null}``, and answers
+``{"actions": {agent: action, ...}}``, one action per agent it was given. An agent's mask
+(Discrete and MultiDiscrete actions) rules out the actions it marks false, as
+``mappo.action_mask`` does in training; its observation is sent without the mask.
 
 Why one session per episode rather than one per agent:
 
@@ -36,18 +38,20 @@ import numpy as np
 
 from rlformer.algos.mappo.team import Group, Team
 from rlformer.policies.base import Policy
+from rlformer.rollout.action_masks import mask_size
 from rlformer.serve.batched_steps import Result, RowOps, row_ops, session_rounds
 from rlformer.serve.messages import (
     RequestError,
     concat,
     decode,
+    decode_mask,
     decode_reward,
     encode_row,
     jsonable,
 )
 from rlformer.serve.sessions import SessionStore
 
-_KEYS = {"observations", "rewards", "episode_start", "deterministic"}
+_KEYS = {"observations", "rewards", "episode_start", "deterministic", "action_masks"}
 
 
 @dataclass
@@ -59,6 +63,7 @@ class TeamRequest:
     rewards: dict[str, float] = field(default_factory=dict)
     episode_start: bool = False
     deterministic: bool = True
+    action_masks: dict[str, np.ndarray] = field(default_factory=dict)  # agent -> [n] bool
 
 
 @dataclass
@@ -111,8 +116,15 @@ class TeamSteps:
                 reward = decode_reward(value)
                 if reward is not None:
                     rewards[agent] = reward
+        masks = {}
+        if body.get("action_masks") is not None:
+            for agent, value in self._agents_object(body["action_masks"], "action_masks").items():
+                space = self.place[agent][0].action_space
+                mask = decode_mask(space, value, f"action_masks.{agent}")
+                if mask is not None:
+                    masks[agent] = mask
         return TeamRequest(
-            session_id, decoded, rewards, flags["episode_start"], flags["deterministic"]
+            session_id, decoded, rewards, flags["episode_start"], flags["deterministic"], masks
         )
 
     def _agents_object(self, value: Any, where: str) -> dict[str, Any]:
@@ -189,13 +201,18 @@ class TeamSteps:
         rewards = None
         if any(requests[i].rewards for i, _ in rows):
             rewards = np.array([requests[i].rewards.get(a, 0.0) for i, a in rows], np.float32)
+        masks = None
+        if any(a in requests[i].action_masks for i, a in rows):
+            size = mask_size(g.action_space)  # an agent sent without a mask may take any action
+            everything = np.ones(size, dtype=bool)
+            masks = np.stack([requests[i].action_masks.get(a, everything) for i, a in rows])
         try:
             acted, state = policy.act(
                 self._observations(g, requests, rows),
                 ops.cat(states),
                 starts,
                 rewards,
-                None,
+                masks,
                 deterministic=requests[rows[0][0]].deterministic,
             )
         except Exception as err:  # a policy failure fails these requests, never the server
@@ -248,6 +265,8 @@ class TeamSteps:
                 "team": {
                     "groups": {g.name: list(g.agents) for g in self.team.groups},
                     "agents": agents,
+                    # where training read the masks (None: none); requests send them apart
+                    "action_mask": ":".join(mask) if (mask := self.team.action_mask) else None,
                 },
                 "serving": {"stateless": False, "sessions": "one per episode, every agent"},
             }

@@ -90,6 +90,9 @@ class Team:
     agents: tuple[str, ...]  # the env's possible agents, in its order
     critic_input: str | None  # "state", "observations", or None (independent critics)
     state_size: int
+    # Each agent's observation space as its network reads it (an obs:KEY mask taken out).
+    agent_spaces: dict[str, gym.Space]
+    action_mask: tuple[str, str] | None = None  # ("obs" | "info", KEY) with mappo.action_mask
 
     def group(self, name: str) -> Group:
         return next(g for g in self.groups if g.name == name)
@@ -103,16 +106,50 @@ def build_team(cfg: MAPPOConfig, env: Any) -> Team:
         raise EnvError(f"mappo.env {cfg.env!r} has no possible_agents")
     members = _group_members(cfg, agents)
     critic_input = _critic_input(cfg, env)
+    mask = mask_source(cfg.action_mask)
+    spaces = {a: agent_space(env, a, mask) for a in agents}
     state_size = 0
     if critic_input == "state":
         state_size = int(gym.spaces.flatdim(env.state_space))
     elif critic_input == "observations":
-        state_size = sum(int(gym.spaces.flatdim(env.observation_space(a))) for a in agents)
+        state_size = sum(int(gym.spaces.flatdim(spaces[a])) for a in agents)
     groups = []
     for name, names in members.items():
-        obs_space, act_space = _shared_spaces(env, name, names)
+        obs_space, act_space = _shared_spaces(env, name, names, spaces)
+        if mask is not None:
+            _check_maskable(name, act_space)
         groups.append(_group(name, tuple(names), obs_space, act_space, cfg.agent_id, state_size))
-    return Team(tuple(groups), agents, critic_input, state_size)
+    return Team(tuple(groups), agents, critic_input, state_size, spaces, mask)
+
+
+def mask_source(spec: str | None) -> tuple[str, str] | None:
+    """``mappo.action_mask`` as (source, key), or None."""
+    if spec is None:
+        return None
+    kind, _, key = spec.partition(":")
+    return kind, key
+
+
+def agent_space(env: Any, agent: str, mask: tuple[str, str] | None) -> gym.Space:
+    """``agent``'s observation space as its network reads it: without the mask's key when the
+    mask comes from the observation (a one-line :class:`EnvError` when it has no such key)."""
+    space = env.observation_space(agent)
+    if mask is None or mask[0] != "obs":
+        return space
+    if not isinstance(space, gym.spaces.Dict) or mask[1] not in space.spaces:
+        raise EnvError(
+            f"mappo.action_mask obs:{mask[1]}: agent {agent!r}'s observations have no key "
+            f"{mask[1]!r} (a Dict observation with it is needed; its space: {space})"
+        )
+    return gym.spaces.Dict({k: v for k, v in space.spaces.items() if k != mask[1]})
+
+
+def _check_maskable(group: str, space: gym.Space) -> None:
+    if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+        raise EnvError(
+            f"mappo.action_mask: group {group!r} acts in {type(space).__name__}; masks apply "
+            "to Discrete and MultiDiscrete actions"
+        )
 
 
 def _group_members(cfg: MAPPOConfig, agents: tuple[str, ...]) -> dict[str, list[str]]:
@@ -138,12 +175,14 @@ def _group_members(cfg: MAPPOConfig, agents: tuple[str, ...]) -> dict[str, list[
     return {group: list(names) for group, names in cfg.groups.items() if names}
 
 
-def _shared_spaces(env: Any, group: str, names: list[str]) -> tuple[gym.Space, gym.Space]:
+def _shared_spaces(
+    env: Any, group: str, names: list[str], spaces: dict[str, gym.Space]
+) -> tuple[gym.Space, gym.Space]:
     first = names[0]
-    obs_space, act_space = env.observation_space(first), env.action_space(first)
+    obs_space, act_space = spaces[first], env.action_space(first)
     for agent in names[1:]:
         for kind, mine, theirs in (
-            ("observation", env.observation_space(agent), obs_space),
+            ("observation", spaces[agent], obs_space),
             ("action", env.action_space(agent), act_space),
         ):
             if mine != theirs:
@@ -194,6 +233,11 @@ def _group(
     return Group(name, agents, agent_space, space, action_space, view)
 
 
+def presence(g: Group, envs: list[Any]) -> np.ndarray:
+    """Which of the group's rows (env-major) have their agent in its env now."""
+    return np.array([agent in env.agents for env in envs for agent in g.agents], dtype=bool)
+
+
 def flat_state(team: Team, env: Any, observations: dict[str, Any]) -> np.ndarray:
     """The central critic's input in one env: its state, or every agent's observation
     flattened in the env's agent order (zeros for agents absent now)."""
@@ -201,7 +245,7 @@ def flat_state(team: Team, env: Any, observations: dict[str, Any]) -> np.ndarray
         return np.asarray(env.state(), dtype=np.float32).reshape(-1)
     parts = []
     for agent in team.agents:
-        space = env.observation_space(agent)
+        space = team.agent_spaces[agent]
         if agent in observations:
             parts.append(np.asarray(gym.spaces.flatten(space, observations[agent]), np.float32))
         else:

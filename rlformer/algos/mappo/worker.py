@@ -27,7 +27,15 @@ import torch
 from torch import nn
 
 from rlformer.algos.mappo.config import MAPPOConfig
-from rlformer.algos.mappo.team import Group, Team, build_team, flat_state, make_parallel_env
+from rlformer.algos.mappo.masks import AgentMasks, group_masks, split_masks
+from rlformer.algos.mappo.team import (
+    Group,
+    Team,
+    build_team,
+    flat_state,
+    make_parallel_env,
+    presence,
+)
 from rlformer.config import ModelConfig
 from rlformer.networks.actor_critic import ActorCritic, AgentState
 from rlformer.networks.encoders import to_torch
@@ -158,9 +166,12 @@ class MultiAgentWorker(WorkerProcess):
     # ------------------------------------------------------------ episodes
     def _start_episodes(self, seed: int) -> None:
         self.observations: list[dict[str, Any]] = []
+        self.masks: list[AgentMasks] = []  # with mappo.action_mask: those of the observations
         self.episodes = [_Episodes() for _ in self.envs]
         for e, env in enumerate(self.envs):
-            self.observations.append(self._reset(e, env, seed + e))
+            obs, masks = self._reset(e, env, seed + e)
+            self.observations.append(obs)
+            self.masks.append(masks)
         self.next_seed = seed + len(self.envs)
         self.states: dict[str, AgentState] = {}
         self.starts: dict[str, np.ndarray] = {}
@@ -176,11 +187,12 @@ class MultiAgentWorker(WorkerProcess):
     def _model(self, group: str) -> ActorCritic:
         return cast(ActorCritic, self.models[group])
 
-    def _reset(self, e: int, env: Any, seed: int | None) -> dict[str, Any]:
-        """Start env ``e``'s next episode, from ``seed`` (None: the env's own RNG goes on)."""
+    def _reset(self, e: int, env: Any, seed: int | None) -> tuple[dict[str, Any], AgentMasks]:
+        """Start env ``e``'s next episode, from ``seed`` (None: the env's own RNG goes on):
+        its first observations and action masks."""
         self.episodes[e] = _Episodes(seed=seed)
-        obs, _ = env.reset(seed=seed)
-        return obs
+        obs, infos = env.reset(seed=seed)
+        return split_masks(self.team, obs, infos)
 
     def _presence(self, g: Group) -> np.ndarray:
         return presence(g, self.envs)
@@ -222,7 +234,11 @@ class MultiAgentWorker(WorkerProcess):
         obs = {g.name: self._group_obs(g, self.observations, states) for g in groups}
         bufs = {
             g.name: FragmentBuffers.empty(
-                obs[g.name], self._model(g.name).dist, None, length, self.num_envs * g.size
+                obs[g.name],
+                self._model(g.name).dist,
+                group_masks(self.team, g, self.masks, self.present[g.name]),
+                length,
+                self.num_envs * g.size,
             )
             for g in groups
         }
@@ -256,6 +272,7 @@ class MultiAgentWorker(WorkerProcess):
                 worker_index=self.worker_index,
                 statistics=stats,
                 valid=valid[g.name],
+                action_masks=buf.action_masks,
             )
         result.fragments = fragments
         result.sample_seconds = time.perf_counter() - started
@@ -286,12 +303,16 @@ class MultiAgentWorker(WorkerProcess):
             tree_set(buf.obs, t, obs[g.name])
             buf.episode_start[t] = self.starts[g.name]
             valid[g.name][t] = present
+            mask = group_masks(self.team, g, self.masks, present)
+            if mask is not None:
+                cast(np.ndarray, buf.action_masks)[t] = mask
             out = model.act(
                 to_torch(obs[g.name]),
                 self.states[g.name],
                 torch.as_tensor(self.starts[g.name]),
                 deterministic=self.deterministic,
                 generator=self.generator,
+                action_mask=None if mask is None else torch.as_tensor(mask),
             )
             outs[g.name] = out
             buf.actions[t] = out.action.numpy()
@@ -302,22 +323,28 @@ class MultiAgentWorker(WorkerProcess):
                 e, k = divmod(int(row), g.size)
                 actions[e][g.agents[k]] = env_actions[row]
         steps = [env.step(a) for env, a in zip(self.envs, actions, strict=True)]
+        step_masks = []
+        for e, step in enumerate(steps):  # observations as the networks read them
+            observations, masks = split_masks(self.team, step[0], step[4])
+            steps[e] = (observations, *step[1:])
+            step_masks.append(masks)
         # The central critic's input where an agent's episode was cut short, before any reset
         # (env.state() can cost as much as the observations: only where it is needed).
         cut = [any(s[3].values()) for s in steps]
         final_states = self._critic_states([s[0] for s in steps], where=cut)
         ended = self._finish_steps(steps, result)
-        next_observations = []
+        next_observations, next_masks = [], []
         for e, env in enumerate(self.envs):
             if e in ended:
                 seed = None
                 if self.evaluation:  # every episode seeded: the next one not yet played
                     seed, self.next_seed = self.next_seed, self.next_seed + 1
-                next_observations.append(self._reset(e, env, seed))
+                obs, masks = self._reset(e, env, seed)
             else:
-                next_observations.append(
-                    {a: steps[e][0][a] for a in env.agents if a in steps[e][0]}
-                )
+                obs = {a: steps[e][0][a] for a in env.agents if a in steps[e][0]}
+                masks = {a: step_masks[e][a] for a in env.agents if a in step_masks[e]}
+            next_observations.append(obs)
+            next_masks.append(masks)
         next_states = self._critic_states(next_observations)  # once for every group
         next_obs = {}
         for g in groups:
@@ -325,7 +352,7 @@ class MultiAgentWorker(WorkerProcess):
                 g, t, steps, outs[g.name], bufs[g.name], final_states, next_observations,
                 next_states,
             )  # fmt: skip
-        self.observations = next_observations
+        self.observations, self.masks = next_observations, next_masks
         return next_obs
 
     def _record(
@@ -410,6 +437,7 @@ class MultiAgentWorker(WorkerProcess):
             {
                 "envs": envs,
                 "observations": self.observations,
+                "masks": self.masks,
                 "episodes": self.episodes,
                 "states": self.states,
                 "starts": self.starts,
@@ -431,6 +459,7 @@ class MultiAgentWorker(WorkerProcess):
             return
         self.envs = envs
         self.observations = data["observations"]
+        self.masks = data.get("masks", [{} for _ in envs])  # a checkpoint from before masks
         self.episodes = data["episodes"]
         self.states = data["states"]
         self.starts = data["starts"]
@@ -488,11 +517,6 @@ def group_observations(
                 agent_obs = _zeros(g.agent_space)
             rows.append(row_observation(g, k, agent_obs, states[e]))
     return tree_stack(rows)
-
-
-def presence(g: Group, envs: list[Any]) -> np.ndarray:
-    """Which of the group's rows have their agent in its env now."""
-    return np.array([agent in env.agents for env in envs for agent in g.agents], dtype=bool)
 
 
 def _zeros(space: gym.Space) -> Any:
