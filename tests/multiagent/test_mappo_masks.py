@@ -171,3 +171,25 @@ def test_the_exported_team_plays_what_the_run_plays_under_masks(tmp_path: Path) 
     theirs = exported.play(10, seed=0, num_envs=3, deterministic=True)
     assert [e.agent_returns for e in ours.episodes] == [e.agent_returns for e in theirs.episodes]
     assert min(e.agent_returns["agent_0"] for e in theirs.episodes) >= 2.0
+
+
+def test_a_worker_state_saved_before_masks_existed_still_resumes() -> None:
+    """Checkpoints written before ``mappo.action_mask`` hold no masks in the worker state."""
+    import pickle
+
+    import cloudpickle
+
+    cfg = build_config({"algo": "mappo", "mappo": {"env": STAGGERED}})
+    worker = _worker(cfg, envs=2, steps=7)
+    worker.sample()
+    saved = worker.get_state()
+    data = pickle.loads(saved["state"])
+    del data["masks"]
+    old = {**saved, "state": cloudpickle.dumps(data)}
+    first = worker.sample().fragments["agent"]
+    again = _worker(cfg, envs=2, steps=7)
+    again.set_weights(worker.models.state_dict(), 0)
+    again.set_state(old)
+    second = again.sample().fragments["agent"]
+    np.testing.assert_array_equal(first.actions, second.actions)
+    assert second.action_masks is None
