@@ -125,11 +125,24 @@ def done(out: Path) -> list[dict]:
     return [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
 
 
+# BenchMARL's shipped MAPPO batch and updates in rlformer's keys: 6,000 frames per batch from 10
+# envs, 45 epochs of 15 minibatches (rlformer splits minibatches over rows: 30 agent rows of 600
+# steps in 15 minibatches of 1,200 agent steps, BenchMARL's 400 frames of 3 agents), and for the
+# MLP its [256, 256] layers: the same amount of work on both sides.
+EQUAL_WORK = (
+    "rollout.envs_per_worker=10",
+    "rollout.fragment_length=600",
+    "ppo.update_epochs=45",
+    "ppo.num_minibatches=15",
+)
+
+
 def throughput(peer_python: str | None, steps: int, envs: list[int]) -> None:
     """Training env steps per second on simple_spread (discrete actions) with 1 process and 1
     torch thread, per wall and per CPU second: rlformer with each count of ``envs`` (10 is
-    BenchMARL's, so equal envs; 8 is rlformer's default), the peer with its shipped config
-    (10 envs) from its own venv, then the ratios."""
+    BenchMARL's, so equal envs; 8 is rlformer's default) and with BenchMARL's batch and
+    updates (:data:`EQUAL_WORK`), the peer with its shipped config (10 envs) from its own venv,
+    then the ratios."""
     import tempfile
 
     import torch
@@ -139,18 +152,22 @@ def throughput(peer_python: str | None, steps: int, envs: list[int]) -> None:
 
     torch.set_num_threads(1)
     results: dict[str, dict[str, float]] = {}
-    for count in envs:
-        for variant in ("gtrxl", "mlp"):
-            own = [f"rollout.envs_per_worker={count}", "eval.episodes=1", "run.progress=false"]
-            root = f"run.root={tempfile.mkdtemp()}"
-            cfg = load_config(None, [*sets("simple_spread", variant, 0, steps), *own, root])
-            wall, cpu = time.perf_counter(), time.process_time()
-            train(cfg)
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            results[f"rlformer {variant}, {count} envs"] = {
-                "steps_per_s": steps / wall,
-                "cpu_steps_per_s": steps / cpu,
-            }
+    runs = {
+        f"rlformer {variant}, {count} envs": (variant, [f"rollout.envs_per_worker={count}"])
+        for count in envs
+        for variant in ("gtrxl", "mlp")
+    }
+    runs["rlformer gtrxl, BenchMARL's batch and updates"] = ("gtrxl", list(EQUAL_WORK))
+    runs["rlformer mlp [256, 256], BenchMARL's batch and updates"] = (
+        "mlp", [*EQUAL_WORK, "model.mlp_hidden=[256, 256]"]
+    )  # fmt: skip
+    for name, (variant, settings) in runs.items():
+        own = [*settings, "eval.episodes=1", "run.progress=false", f"run.root={tempfile.mkdtemp()}"]
+        cfg = load_config(None, [*sets("simple_spread", variant, 0, steps), *own])
+        wall, cpu = time.perf_counter(), time.process_time()
+        train(cfg)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        results[name] = {"steps_per_s": steps / wall, "cpu_steps_per_s": steps / cpu}
     if peer_python:
         out = Path(tempfile.mkdtemp()) / "peer.jsonl"
         peer = subprocess.run(
