@@ -31,7 +31,7 @@ RESULTS = REPO / "benchmarks" / "results" / "multiagent"
 EVAL_EPISODES = 100
 
 # The tasks: the factory, its kwargs (MPE: BenchMARL's shipped PettingZoo task settings, 100-step
-# simple_spread episodes, with discrete actions on both sides), and the budget in env steps.
+# episodes on both tasks, with discrete actions on both sides), and the budget in env steps.
 TASKS: dict[str, tuple[str, dict, int]] = {
     "relay": ("rlformer_envs.relay:parallel_env", {"delay": 20}, 2_000_000),
     "relay_delay30": ("rlformer_envs.relay:parallel_env", {"delay": 30}, 2_000_000),
@@ -43,7 +43,7 @@ TASKS: dict[str, tuple[str, dict, int]] = {
     ),
     "simple_speaker_listener": (
         "mpe2.simple_speaker_listener_v4:parallel_env",
-        {"max_cycles": 25, "continuous_actions": False},
+        {"max_cycles": 100, "continuous_actions": False},
         1_000_000,
     ),
 }
