@@ -339,12 +339,12 @@ class MultiAgentWorker(WorkerProcess):
                 seed = None
                 if self.evaluation:  # every episode seeded: the next one not yet played
                     seed, self.next_seed = self.next_seed, self.next_seed + 1
-                obs, masks = self._reset(e, env, seed)
+                env_obs, env_masks = self._reset(e, env, seed)
             else:
-                obs = {a: steps[e][0][a] for a in env.agents if a in steps[e][0]}
-                masks = {a: step_masks[e][a] for a in env.agents if a in step_masks[e]}
-            next_observations.append(obs)
-            next_masks.append(masks)
+                env_obs = {a: steps[e][0][a] for a in env.agents if a in steps[e][0]}
+                env_masks = {a: step_masks[e][a] for a in env.agents if a in step_masks[e]}
+            next_observations.append(env_obs)
+            next_masks.append(env_masks)
         next_states = self._critic_states(next_observations)  # once for every group
         next_obs = {}
         for g in groups:
