@@ -20,8 +20,9 @@ import torch
 from rlformer.algos.mappo.config import MAPPOConfig, mappo_section
 from rlformer.algos.mappo.evaluation import TeamResults
 from rlformer.algos.mappo.masks import AgentMasks, group_masks, split_masks
+from rlformer.algos.mappo.observations import group_observations
 from rlformer.algos.mappo.team import build_team, make_parallel_env, presence
-from rlformer.algos.mappo.worker import TeamEpisode, group_observations
+from rlformer.algos.mappo.worker import TeamEpisode
 from rlformer.evaluation.report import EvaluationReport, seed_offset
 from rlformer.evaluation.statistics import summarize_scores
 from rlformer.networks.actor_critic import ActorCritic
@@ -88,20 +89,13 @@ class ExportedTeam:
         envs = [make_parallel_env(self.cfg) for _ in range(max(1, min(num_envs, episodes)))]
         team = build_team(self.cfg, envs[0])
         generator = torch.Generator().manual_seed(seed)
-        next_seed = seed
-        observations: list[dict[str, Any]] = []
-        masks: list[AgentMasks] = []
-        seeds: list[int] = []
-        returns: list[dict[str, float]] = []
-        lengths: list[int] = []
-        for env in envs:
-            obs, agent_masks = split_masks(team, *env.reset(seed=next_seed))
-            observations.append(obs)
-            masks.append(agent_masks)
-            seeds.append(next_seed)
-            returns.append({})
-            lengths.append(0)
-            next_seed += 1
+        first = [split_masks(team, *env.reset(seed=seed + e)) for e, env in enumerate(envs)]
+        observations: list[dict[str, Any]] = [obs for obs, _ in first]
+        masks: list[AgentMasks] = [agent_masks for _, agent_masks in first]
+        seeds = [seed + e for e in range(len(envs))]
+        returns: list[dict[str, float]] = [{} for _ in envs]
+        lengths = [0] * len(envs)
+        next_seed = seed + len(envs)
         rows = {g.name: len(envs) * g.size for g in team.groups}
         states = {name: self.policies[name].initial_state(n) for name, n in rows.items()}
         starts = {name: np.ones(n, dtype=bool) for name, n in rows.items()}

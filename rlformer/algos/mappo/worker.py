@@ -21,26 +21,19 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import cloudpickle
-import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
 from rlformer.algos.mappo.config import MAPPOConfig
 from rlformer.algos.mappo.masks import AgentMasks, group_masks, split_masks
-from rlformer.algos.mappo.team import (
-    Group,
-    Team,
-    build_team,
-    flat_state,
-    make_parallel_env,
-    presence,
-)
+from rlformer.algos.mappo.observations import critic_states, group_observations, row_observation
+from rlformer.algos.mappo.team import Group, Team, build_team, make_parallel_env, presence
 from rlformer.config import ModelConfig
 from rlformer.networks.actor_critic import ActorCritic, AgentState
 from rlformer.networks.encoders import to_torch
 from rlformer.networks.normalization import moments
-from rlformer.networks.spaces import Tree, flatten_obs, tree_set, tree_stack
+from rlformer.networks.spaces import Tree, tree_set, tree_stack
 from rlformer.rollout.fragment import Fragment
 from rlformer.rollout.worker import (
     FragmentBuffers,
@@ -466,65 +459,3 @@ class MultiAgentWorker(WorkerProcess):
         self.present = data["present"]
         self.reward_return = data["reward_return"]
         self.next_seed = data["next_seed"]
-
-
-def row_observation(g: Group, agent_index: int, agent_obs: Any, state: np.ndarray | None) -> Tree:
-    """One row's observation as the group's network reads it (see team.py)."""
-    if g.observation_space is g.agent_space:
-        return flatten_obs(g.agent_space, agent_obs)
-    value: dict[str, Any] = {"obs": agent_obs}
-    if "agent_id" in cast(gym.spaces.Dict, g.observation_space).spaces:
-        value["agent_id"] = np.eye(g.size, dtype=np.int8)[agent_index]
-    if state is not None:
-        value["state"] = state
-    return flatten_obs(g.observation_space, value)
-
-
-def critic_states(
-    team: Team,
-    envs: list[Any],
-    observations: list[dict[str, Any]],
-    where: list[bool] | None = None,
-) -> list[np.ndarray | None]:
-    """Each env's central-critic input (None for independent critics, and for the envs that
-    ``where`` leaves out: an env's ``state()`` is read only where it is used, because it can
-    cost as much as the observations and some envs cannot give it once an agent has fallen)."""
-    keep = where if where is not None else [True] * len(envs)
-    if team.critic_input is None:
-        return [None] * len(envs)
-    return [
-        flat_state(team, env, obs) if k else None
-        for env, obs, k in zip(envs, observations, keep, strict=True)
-    ]
-
-
-def group_observations(
-    team: Team,
-    g: Group,
-    envs: list[Any],
-    observations: list[dict[str, Any]],
-    states: list[np.ndarray | None] | None = None,
-) -> Tree:
-    """Every row of group ``g`` (env-major; zeros for absent agents), batch first; ``states``:
-    the envs' central-critic inputs when the caller has them already."""
-    rows = []
-    if states is None:
-        states = critic_states(team, envs, observations)
-    for e in range(len(envs)):
-        for k, agent in enumerate(g.agents):
-            agent_obs = observations[e].get(agent)
-            if agent_obs is None:
-                agent_obs = _zeros(g.agent_space)
-            rows.append(row_observation(g, k, agent_obs, states[e]))
-    return tree_stack(rows)
-
-
-def _zeros(space: gym.Space) -> Any:
-    """An all-zero value of ``space`` (the observation of an absent agent)."""
-    if isinstance(space, gym.spaces.Dict):
-        return {key: _zeros(sub) for key, sub in space.spaces.items()}
-    if isinstance(space, gym.spaces.Tuple):
-        return tuple(_zeros(sub) for sub in space.spaces)
-    if isinstance(space, gym.spaces.Discrete):
-        return int(space.start)
-    return np.zeros(space.shape, dtype=space.dtype)
