@@ -102,16 +102,29 @@ def test_evaluation_acts_under_the_masks() -> None:
     assert min(e.agent_returns["agent_0"] for e in results.episodes) >= 2.0
 
 
-def test_a_killed_masked_run_resumes_to_the_same_rollouts() -> None:
-    cfg = _cfg("info")
+def _resumed(cfg: Any, edit: Any = None) -> tuple[Any, Any]:
+    """A worker's next fragment, and the fragment a fresh worker samples after restoring the
+    state saved before it (``edit`` may change that state's unpickled dict first)."""
+    import pickle
+
+    import cloudpickle
+
     worker = _worker(cfg, envs=2, steps=7)
     worker.sample()
     saved = worker.get_state()
+    if edit is not None:
+        data = pickle.loads(saved["state"])
+        edit(data)
+        saved = {**saved, "state": cloudpickle.dumps(data)}
     first = worker.sample().fragments["agent"]
     again = _worker(cfg, envs=2, steps=7)
     again.set_weights(worker.models.state_dict(), 0)
     again.set_state(saved)
-    second = again.sample().fragments["agent"]
+    return first, again.sample().fragments["agent"]
+
+
+def test_a_killed_masked_run_resumes_to_the_same_rollouts() -> None:
+    first, second = _resumed(_cfg("info"))
     np.testing.assert_array_equal(first.actions, second.actions)
     np.testing.assert_array_equal(first.action_masks, second.action_masks)
 
@@ -175,21 +188,7 @@ def test_the_exported_team_plays_what_the_run_plays_under_masks(tmp_path: Path) 
 
 def test_a_worker_state_saved_before_masks_existed_still_resumes() -> None:
     """Checkpoints written before ``mappo.action_mask`` hold no masks in the worker state."""
-    import pickle
-
-    import cloudpickle
-
     cfg = build_config({"algo": "mappo", "mappo": {"env": STAGGERED}})
-    worker = _worker(cfg, envs=2, steps=7)
-    worker.sample()
-    saved = worker.get_state()
-    data = pickle.loads(saved["state"])
-    del data["masks"]
-    old = {**saved, "state": cloudpickle.dumps(data)}
-    first = worker.sample().fragments["agent"]
-    again = _worker(cfg, envs=2, steps=7)
-    again.set_weights(worker.models.state_dict(), 0)
-    again.set_state(old)
-    second = again.sample().fragments["agent"]
+    first, second = _resumed(cfg, lambda data: data.pop("masks"))
     np.testing.assert_array_equal(first.actions, second.actions)
     assert second.action_masks is None
