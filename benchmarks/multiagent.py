@@ -137,12 +137,14 @@ EQUAL_WORK = (
 )
 
 
-def throughput(peer_python: str | None, steps: int, envs: list[int]) -> None:
+def throughput(peer_python: str | None, steps: int, envs: list[int], record_to: Path) -> None:
     """Training env steps per second on simple_spread (discrete actions) with 1 process and 1
     torch thread, per wall and per CPU second: rlformer with each count of ``envs`` (10 is
     BenchMARL's, so equal envs; 8 is rlformer's default) and with BenchMARL's batch and
     updates (:data:`EQUAL_WORK`), the peer with its shipped config (10 envs) from its own venv,
-    then the ratios."""
+    then the ratios. The record goes to ``record_to`` with the commit, the command and the load
+    average before and after (a figure taken beside other jobs says so there)."""
+    import os
     import tempfile
 
     import torch
@@ -151,7 +153,9 @@ def throughput(peer_python: str | None, steps: int, envs: list[int]) -> None:
     from rlformer.runs.training import train
 
     torch.set_num_threads(1)
+    load_before = os.getloadavg()[0]
     results: dict[str, dict[str, float]] = {}
+    peer_row: dict | None = None
     runs = {
         f"rlformer {variant}, {count} envs": (variant, [f"rollout.envs_per_worker={count}"])
         for count in envs
@@ -161,8 +165,14 @@ def throughput(peer_python: str | None, steps: int, envs: list[int]) -> None:
     runs["rlformer mlp [256, 256], BenchMARL's batch and updates"] = (
         "mlp", [*EQUAL_WORK, "model.mlp_hidden=[256, 256]"]
     )  # fmt: skip
+    quiet = ["eval.episodes=0", "run.progress=false"]
+    # The peer times its training alone, its libraries imported and its experiment built: an
+    # untimed iteration first, so that the first row does not pay for importing the task's
+    # modules (mpe2, pettingzoo) and the team's code on its own.
+    warm = [*sets("simple_spread", "gtrxl", 0, 1024), *quiet, f"run.root={tempfile.mkdtemp()}"]
+    train(load_config(None, warm))
     for name, (variant, settings) in runs.items():
-        own = [*settings, "eval.episodes=1", "run.progress=false", f"run.root={tempfile.mkdtemp()}"]
+        own = [*settings, *quiet, f"run.root={tempfile.mkdtemp()}"]
         cfg = load_config(None, [*sets("simple_spread", variant, 0, steps), *own])
         wall, cpu = time.perf_counter(), time.process_time()
         train(cfg)
@@ -178,13 +188,26 @@ def throughput(peer_python: str | None, steps: int, envs: list[int]) -> None:
         )  # fmt: skip
         if peer.returncode != 0:
             raise SystemExit(f"the peer failed: {peer.stderr[-1000:]}")
-        row = json.loads(out.read_text().splitlines()[-1])
+        row = peer_row = json.loads(out.read_text().splitlines()[-1])
         results["benchmarl mlp"] = {k: row[k] for k in ("steps_per_s", "cpu_steps_per_s")}
         for name, figures in list(results.items()):
             if name.startswith("rlformer"):
                 figures["ratio_wall"] = figures["steps_per_s"] / row["steps_per_s"]
                 figures["ratio_cpu"] = figures["cpu_steps_per_s"] / row["cpu_steps_per_s"]
-    print(json.dumps(results, indent=1))
+    record = {
+        "task": "simple_spread_v3 (N=3, max_cycles=100, discrete)",
+        "steps": steps,
+        "envs": {"rlformer": envs, "benchmarl": 10},
+        "torch_threads": 1,
+        "processes": 1,
+        "command": " ".join(["python", *sys.argv]),
+        "commit": commit(),
+        "load_average": {"before": load_before, "after": os.getloadavg()[0]},
+        "results": results,
+        "peer_row": peer_row,  # the peer's own record: versions, shapes, timings
+    }
+    record_to.write_text(json.dumps(record, indent=1) + "\n")
+    print(json.dumps(record, indent=1))
 
 
 def peer_row(row: dict) -> dict:
@@ -207,9 +230,24 @@ def at_steps(points: list[tuple[int, float]], steps: int, width: int = 50_000) -
     return float(np.mean(inside)) if inside else None
 
 
+def throughput_table(record: dict) -> None:
+    """The throughput record as the benchmark page's table: per wall and per CPU second, and
+    each rlformer row's ratio to the peer."""
+    print(f"\n{record['steps']:,} steps, commit {record['commit'][:7]}, load average "
+          f"{record['load_average']['before']:.2f} before and {record['load_average']['after']:.2f}"
+          " after")  # fmt: skip
+    print("| agent | env steps/s (wall) | per CPU second | ratio to BenchMARL (wall / CPU) |")
+    print("|---|---:|---:|---|")
+    for name, figures in record["results"].items():
+        ratio = (f"{figures['ratio_wall']:.2f}x / {figures['ratio_cpu']:.2f}x"
+                 if "ratio_wall" in figures else "1")  # fmt: skip
+        print(f"| {name} | {figures['steps_per_s']:,.0f} | {figures['cpu_steps_per_s']:,.0f} "
+              f"| {ratio} |")  # fmt: skip
+
+
 def report() -> None:
-    """The table (mean over seeds, per seed), the training returns at equal env steps and a
-    learning-curve PNG per task."""
+    """The table (mean over seeds, per seed), the training returns at equal env steps, the
+    throughput record's table and a learning-curve PNG per task."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -240,6 +278,9 @@ def report() -> None:
             values = [v for r in runs if (v := at_steps(r["curve"], mark)) is not None]
             cells.append(f"{np.mean(values):.1f} ({len(values)})" if values else "-")
         print(f"| {task} | {agent} | {len(runs)} | " + " | ".join(cells) + " |")
+    record = RESULTS / "throughput.json"
+    if record.exists() and "load_average" in (loaded := json.loads(record.read_text())):
+        throughput_table(loaded)
     agents = sorted({agent for _, agent in groups})  # one colour per agent on every plot
     for task in sorted({t for t, _ in groups}):
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -274,6 +315,7 @@ def main() -> None:
     parser.add_argument("--report", action="store_true")
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--peer-python", default=None, help="The BenchMARL venv's python.")
+    parser.add_argument("--throughput-out", type=Path, default=RESULTS / "throughput.json")
     parser.add_argument(
         "--envs", type=int, nargs="+", default=[10, 8], help="rlformer's env counts (--throughput)."
     )
@@ -285,7 +327,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     if args.throughput:
-        throughput(args.peer_python, args.steps or 20_000, args.envs)
+        throughput(args.peer_python, args.steps or 20_000, args.envs, args.throughput_out)
         return
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for seed in args.seeds:
