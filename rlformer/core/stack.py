@@ -268,8 +268,8 @@ class MemoryCore(nn.Module):
                 if output_index is not None and layer == len(self.blocks) - 1:
                     layout = layout.select_queries(output_index)
                     h = block(h, layer_memory, layout, context_kv, query_index=output_index)
-                elif context_kv is None and not traced and h.shape[1] > 2 * self.block_length:
-                    h = self._blocked(block, h, layer_memory, layout)
+                elif not traced and h.shape[1] > 2 * self.block_length:
+                    h = self._blocked(block, h, layer_memory, layout, context_kv)
                 else:
                     h = block(h, layer_memory, layout, context_kv)
             h = self.final_norm(h)
@@ -287,19 +287,26 @@ class MemoryCore(nn.Module):
         return max(self.cfg.memory_length, _MIN_BLOCK)
 
     def _blocked(
-        self, block: MemoryBlock, h: torch.Tensor, memory: torch.Tensor, layout: AttentionLayout
+        self,
+        block: MemoryBlock,
+        h: torch.Tensor,
+        memory: torch.Tensor,
+        layout: AttentionLayout,
+        context_kv: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``block`` over a long segment, its queries in blocks of :attr:`block_length`.
 
         A query sees at most M keys back, so a block of C queries needs only the M + C keys
         before and inside it: attention costs T (M + C) instead of T (M + T), linear in the
         segment's length (a 600-step row: a fifth of the scores at M = 64). Keys and values are
-        projected once for the whole ``[memory ; segment]``; each block is the segment case of
+        projected once for the whole ``[memory ; segment]`` (``context_kv``, where the caller
+        has them already); each block is the segment case of
         :class:`MemoryBlock` with the keys before it as its memory, so the outputs are the
         dense ones up to float rounding, and gradients reach earlier tokens through the keys.
         """
         slots, length, window = memory.shape[1], h.shape[1], self.cfg.memory_length
-        context_kv = block.project_kv(torch.cat([memory, h], dim=1))
+        if context_kv is None:
+            context_kv = block.project_kv(torch.cat([memory, h], dim=1))
         outputs = []
         for first in range(0, length, self.block_length):
             last = min(first + self.block_length, length)

@@ -120,3 +120,36 @@ def test_short_segments_and_steps_stay_dense(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(TypeError):  # the stub returns None: the long segment reached it
         core(torch.randn(2, 129, 16))
     assert calls == [1]
+
+
+def test_a_long_segment_in_blocks_equals_stepping_token_by_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shipped block length: 200 steps at M = 64 take three blocks of 64 and one of 8
+    (inference, so from the projections the core caches), and give what stepping one token at
+    a time gives, episode starts and the carried memory included."""
+    calls = []
+    blocked = MemoryCore._blocked
+
+    def counting(self: MemoryCore, *args: object) -> torch.Tensor:
+        calls.append(args[-1] is not None)  # the cached keys and values were passed on
+        return blocked(self, *args)
+
+    monkeypatch.setattr(MemoryCore, "_blocked", counting)
+    torch.manual_seed(0)
+    core = MemoryCore(CoreConfig(n_layers=2, d_model=16, n_heads=2, d_ff=32, memory_length=64))
+    core.eval()
+    x = torch.randn(2, 200, 16)
+    starts = torch.zeros(2, 200, dtype=torch.bool)
+    starts[0, 90] = True
+    with torch.no_grad():
+        memory = core(torch.randn(2, 70, 16)).memory
+        whole = core(x, memory, starts)
+        step_memory, outputs = memory, []
+        for t in range(200):
+            out = core.step(x[:, t], step_memory, starts[:, t])
+            step_memory, _ = out.memory, outputs.append(out.output)
+    assert calls == [True, True]
+    torch.testing.assert_close(torch.stack(outputs, 1), whole.output, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(step_memory.hidden, whole.memory.hidden, atol=1e-5, rtol=1e-5)
+    assert torch.equal(step_memory.valid, whole.memory.valid)
