@@ -31,9 +31,9 @@ from rlformer.core.positional import sinusoid_table
 # Memories whose key/value projections the core keeps for incremental inference.
 _CACHED_MEMORIES = 4
 # The fewest queries per attention block of a long segment. Segments up to twice this (every
-# shipped config's rollout shape, 128 steps at most) keep the dense path; forward and backward
-# of one layer (d 64, M 64, one thread) measured 4.5x faster in blocks at 600 steps, 6.4x at
-# 1,024, 1.5x at 256 and within 1.15x at 128 (docs/benchmarks/throughput.md).
+# shipped config's rollout shape, 128 steps at most) keep the dense path, where blocks gained
+# within 1.15x; forward and backward of one layer (d 64, M 64, one thread) measured 2.6x
+# faster in blocks at 256 steps, 4.4x at 600 and 6.3x at 1,024 (docs/benchmarks/throughput.md).
 _MIN_BLOCK = 64
 
 
@@ -300,9 +300,9 @@ class MemoryCore(nn.Module):
         before and inside it: attention costs T (M + C) instead of T (M + T), linear in the
         segment's length (a 600-step row: a fifth of the scores at M = 64). Keys and values are
         projected once for the whole ``[memory ; segment]`` (``context_kv``, where the caller
-        has them already); each block is the segment case of
-        :class:`MemoryBlock` with the keys before it as its memory, so the outputs are the
-        dense ones up to float rounding, and gradients reach earlier tokens through the keys.
+        has them already); each block is the segment case of :class:`MemoryBlock` with the keys
+        before it as its memory, so the outputs are the dense ones up to float rounding, and
+        gradients reach earlier tokens through the keys.
         """
         slots, length, window = memory.shape[1], h.shape[1], self.cfg.memory_length
         if context_kv is None:
