@@ -1,4 +1,4 @@
-"""A soak test of ``rlformer serve``: 500 sessions created, stepped, expired and
+"""A soak test of ``rlformer serve``: 300 sessions created, stepped, expired and
 deleted by concurrent clients over real HTTP, malformed requests among them.
 
 What must hold was fixed before the first run:
@@ -43,10 +43,11 @@ MODEL = [
     "model.core.d_ff=128",
     "model.core.memory_length=128",
 ]
-# The TTL outlasts the longest pause between a session's steps on a loaded 2-core machine (a
-# busy test run stalls requests for seconds), so that only the sessions left idle expire.
-REPLICAS, CLIENTS, TTL_S = 2, 24, 10.0
-WARMUP_SESSIONS, SOAK_SESSIONS = 100, 400
+# The TTL outlasts the longest pause between a session's steps on a loaded 2-core machine (the
+# whole suite beside it stalls a request for more than 10 s), so that only the sessions left
+# idle expire.
+REPLICAS, CLIENTS, TTL_S = 2, 24, 30.0
+WARMUP_SESSIONS, SOAK_SESSIONS = 60, 240
 TIMEOUT = 60
 OBS = {"observation": [0.1, 0.2, 0.3], "episode_start": False}
 MALFORMED: list[tuple[str, str, Any, int]] = [
