@@ -83,7 +83,14 @@ def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterato
         paths = {}
         for name, (overrides, replicas, max_sessions) in APPS.items():
             paths[name] = _checkpoint(root, name, overrides)
-            options = ServeOptions(replicas=replicas, max_batch=32, max_sessions=max_sessions)
+            # a killed replica's sessions wait for its replacement (the last test) longer than
+            # the default 30 s request timeout on a loaded machine
+            options = ServeOptions(
+                replicas=replicas,
+                max_batch=32,
+                max_sessions=max_sessions,
+                request_timeout_s=REPLACEMENT_S,
+            )
             start(
                 load_servable(paths[name]), options, port=port, route_prefix=f"/{name}", name=name
             )
