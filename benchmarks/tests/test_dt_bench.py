@@ -4,9 +4,7 @@ at evaluation when the policy began to read a stochastic DT's mean and spread)."
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +12,7 @@ import gymnasium as gym
 import pytest
 import rlformer_envs  # noqa: F401
 import torch
+from script_loader import load_script
 
 from rlformer.algos.dt.algorithm import normalized_actions
 from rlformer.algos.dt.policy import action_bounds
@@ -23,16 +22,9 @@ from rlformer.data.recorder import collect_dataset
 from rlformer.data.sampling import WindowSampler
 from rlformer.rollout.env_factory import make_env
 
-ROOT = Path(__file__).parents[2]
-
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_dt_eval", ROOT / "benchmarks" / "dt.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("dt")
 
 
 @pytest.mark.parametrize("peer", ["behaviour cloning", "transformers"])

@@ -3,28 +3,18 @@ like: transformers' model gets the same CNN as rlformer's DT, trained through in
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 import torch
+from script_loader import load_script
 
 pytest.importorskip("transformers")
 
-ROOT = Path(__file__).parents[2]
-
 
 def _bench() -> ModuleType:
-    # Loaded under its own name: "dt" alone could be taken by another module on the path.
-    spec = importlib.util.spec_from_file_location("bench_dt", ROOT / "benchmarks" / "dt.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("dt")
 
 
 @pytest.fixture(scope="module")

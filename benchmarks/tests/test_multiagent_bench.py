@@ -4,27 +4,14 @@ windows average what they should, and the throughput record prints as the page's
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from script_loader import load_script
 
 from rlformer.config import load_config
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "multiagent.py"
-
-
-def load_script():  # noqa: ANN201
-    spec = importlib.util.spec_from_file_location("multiagent_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["multiagent_bench"] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_every_task_and_variant_is_a_valid_config_with_its_budget() -> None:
-    script = load_script()
+    script = load_script("multiagent")
     for task, (factory, kwargs, budget) in script.TASKS.items():
         for variant in script.VARIANTS:
             cfg = load_config(None, script.sets(task, variant, 3, None))
@@ -38,7 +25,7 @@ def test_every_task_and_variant_is_a_valid_config_with_its_budget() -> None:
 
 
 def test_the_peer_row_is_read_in_env_steps() -> None:
-    script = load_script()
+    script = load_script("multiagent")
     row = {
         "task": "simple_spread",
         "frames": 12_000,
@@ -53,7 +40,7 @@ def test_the_peer_row_is_read_in_env_steps() -> None:
 
 
 def test_equal_step_windows_average_the_points_up_to_the_mark() -> None:
-    script = load_script()
+    script = load_script("multiagent")
     points = [(40_000, -9.0), (60_000, -3.0), (90_000, -1.0), (100_000, 1.0), (110_000, 50.0)]
     assert script.at_steps(points, 100_000) == pytest.approx((-3.0 - 1.0 + 1.0) / 3)
     assert script.at_steps(points, 100_000, width=15_000) == pytest.approx(0.0)
@@ -61,7 +48,7 @@ def test_equal_step_windows_average_the_points_up_to_the_mark() -> None:
 
 
 def test_the_throughput_record_prints_rows_and_ratios(capsys: pytest.CaptureFixture) -> None:
-    script = load_script()
+    script = load_script("multiagent")
     record = {
         "steps": 12_000,
         "commit": "0123456789abcdef",

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "random_play.py"
-
-
-def load_script():  # noqa: ANN201
-    spec = importlib.util.spec_from_file_location("random_play", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["random_play"] = module
-    spec.loader.exec_module(module)
-    return module
+from script_loader import load_script
 
 
 def test_function_imports_and_make_kwargs_reach_the_env() -> None:
     pytest.importorskip("minatar")
-    script = load_script()
+    script = load_script("random_play")
     script.import_env_modules(["minatar.gym:register_envs"])
     kwargs = {"use_minimal_action_set": False}
     first = script.random_returns("MinAtar/Breakout-v1", 3, seed=5, kwargs=kwargs)
