@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ast
 import atexit
+import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,19 +57,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # Under pytest-xdist (``make test`` runs several workers), the tests that use the shared local
-# Ray (below) form two scopes: the learner groups' modules (tests/learners, tests/algos) and the
-# others. Each scope runs on one worker, one test after another, so that its Ray starts once,
-# and the two share the load that was one worker's critical path. With them go the other Ray
-# tests of their modules (run after the shared Ray is shut down), so that a module's fixtures
-# are built once. Every other module is a scope of its own, Ray tests included: each of those
-# starts its own Ray (an embedded one, a ``ray start`` cluster, a CLI subprocess), and every Ray
-# started here or by rlformer asks for a new local instance (``address="local"``) or names its
-# cluster, so Rays side by side never join each other. The modules that serve in-process stay
-# on a shared Ray and run last in their scope: two local Rays started together contend for the
-# dashboard agent's fixed port (52365), and Serve set-ups started beside one failed. The
-# scheduler sees only test ids, not marks or fixtures, so the modules are read from source: a
-# module whose ``pytestmark`` names ray, or a test function or class whose decorators do; a
-# module that names the shared Ray's fixture. The collection hook checks both readings.
+# Ray (below) form two scopes: the modules that serve in-process over HTTP, and the others
+# (learner groups, rollouts, faults). Each scope runs on one worker, one test after another, so
+# that its Ray starts once; the split keeps either under half the suite's worker time (the
+# serving modules alone are 20 of its 80 minutes on a 2-core machine). With them go the other
+# Ray tests of their modules (run after the shared Ray is shut down), so that a module's
+# fixtures are built once. Every other module is a scope of its own, Ray tests included: each
+# of those starts its own Ray (an embedded one, a ``ray start`` cluster, a CLI subprocess), and
+# every Ray started here or by rlformer asks for a new local instance (``address="local"``) or
+# names its cluster, so Rays side by side never join each other. Two local Rays started
+# together share the dashboard agent's fixed port (52365): the second runs without an agent,
+# which neither Serve nor the tests need. The scheduler sees only test ids, not marks or
+# fixtures, so the modules are read from source: a module whose ``pytestmark`` names ray, or a
+# test function or class whose decorators do; a module that names the shared Ray's fixture.
+# The collection hook checks both readings.
 TESTS = Path(__file__).parent
 EVERY_TEST = "*"
 
@@ -118,7 +121,6 @@ def _in_ray_scope(nodeid: str) -> bool:
 
 
 SERVING_MODULES = frozenset(m for m in SHARED_RAY_MODULES if "shut_down_serve" in _SOURCES[m])
-LEARNER_DIRS = ("tests/learners/", "tests/algos/")
 
 
 def _in_shared_ray_scope(nodeid: str) -> bool:
@@ -127,7 +129,7 @@ def _in_shared_ray_scope(nodeid: str) -> bool:
 
 def _shared_ray_scope(nodeid: str) -> str:
     """Which of the two shared-Ray scopes (above) a test of a shared-Ray module belongs to."""
-    return f"{SHARED_RAY}:learners" if nodeid.startswith(LEARNER_DIRS) else SHARED_RAY
+    return f"{SHARED_RAY}:serve" if nodeid.split("::")[0] in SERVING_MODULES else SHARED_RAY
 
 
 def _check_ray_modules(items: list[pytest.Item]) -> None:
@@ -141,9 +143,11 @@ def _check_ray_modules(items: list[pytest.Item]) -> None:
 
 
 def _long_modules_first(items: list[pytest.Item]) -> None:
-    """The shared Ray's scope, then the other Ray modules, then modules with slow tests, then
-    the rest, each in collection order. xdist hands out scopes in the order it collected them:
-    a long module started last would run on alone while the other workers wait."""
+    """The shared Ray's scopes, then the other Ray modules, then modules with slow tests, then
+    the rest, each in collection order. xdist hands out the scopes with the most tests first
+    (the two shared ones lead, and the third worker starts on large modules of quick tests
+    rather than on a third Ray) and keeps this order among scopes of equal size, so that of
+    two equal modules the longer starts first."""
     slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
 
     def rank(item: pytest.Item) -> int:
@@ -240,3 +244,26 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
             if ray.is_initialized():
                 ray.shutdown()
             _shared_ray_started = False
+
+
+# RLFORMER_TEST_TIMELINE=FILE: each test's worker, start and end appended to FILE as JSON lines
+# (setup and teardown included), to see which tests overlap and where a worker waits.
+_TIMELINE = os.environ.get("RLFORMER_TEST_TIMELINE")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    started = time.time()
+    try:
+        return (yield)
+    finally:
+        if _TIMELINE:
+            row = {
+                "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                "test": item.nodeid,
+                "start": round(started, 2),
+                "end": round(time.time(), 2),
+                "load": round(os.getloadavg()[0], 2),
+            }
+            with open(_TIMELINE, "a") as timeline:
+                timeline.write(json.dumps(row) + "\n")
