@@ -5,9 +5,9 @@ CONSTRAINTS ?= constraints.txt
 BIN := $(VENV)/bin
 PIP_CONSTRAINT_FLAG := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
 PYTEST_ARGS ?=
-# pytest-xdist workers (3 keep 2 cores busy while Ray tests wait on process starts; 4 overload
-# them: a load of 7-21 and tests timing out); the modules on the shared local Ray make two
-# scopes of their own (tests/conftest.py).
+# pytest-xdist workers (3 keep 2 cores busy while Ray tests wait on process starts; 4 overloaded
+# them, a load average of 7 to 21, and tests failed); the modules on the shared local Ray make
+# two scopes of their own (tests/conftest.py).
 TEST_WORKERS ?= 3
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope --durations=15
 

@@ -56,21 +56,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-# Under pytest-xdist (``make test`` runs several workers), the tests that use the shared local
-# Ray (below) form two scopes: the modules that serve in-process over HTTP, and the others
-# (learner groups, rollouts, faults). Each scope runs on one worker, one test after another, so
-# that its Ray starts once; the split keeps either under half the suite's worker time (the
-# serving modules alone are 20 of its 80 minutes on a 2-core machine). With them go the other
-# Ray tests of their modules (run after the shared Ray is shut down), so that a module's
-# fixtures are built once. Every other module is a scope of its own, Ray tests included: each
-# of those starts its own Ray (an embedded one, a ``ray start`` cluster, a CLI subprocess), and
-# every Ray started here or by rlformer asks for a new local instance (``address="local"``) or
-# names its cluster, so Rays side by side never join each other. Two local Rays started
-# together share the dashboard agent's fixed port (52365): the second runs without an agent,
-# which neither Serve nor the tests need. The scheduler sees only test ids, not marks or
-# fixtures, so the modules are read from source: a module whose ``pytestmark`` names ray, or a
-# test function or class whose decorators do; a module that names the shared Ray's fixture.
-# The collection hook checks both readings.
+# Under pytest-xdist (``make test`` runs several workers), the tests that use the shared local Ray
+# (below) form two scopes: the modules that serve in-process over HTTP, and the others (learner
+# groups, rollouts, faults). Each scope runs on one worker, one test after another, so that its
+# Ray starts once. Apart, neither is the suite's critical path (in a fresh-clone run on 2 cores,
+# 17 and 22 of the suite's 107 worker-minutes; as one scope, 36 on one worker). With them go the
+# other Ray tests of their modules (run after the shared Ray is shut down), so that a module's
+# fixtures are built once. Every other module is a scope of its own, Ray tests included: each of
+# those starts its own Ray (an embedded one, a ``ray start`` cluster, a CLI subprocess), and every
+# Ray started here or by rlformer asks for a new local instance (``address="local"``) or names its
+# cluster, so Rays side by side never join each other. Two local Rays started together share the
+# dashboard agent's fixed port (52365): the second runs without an agent, which neither Serve nor
+# the tests need. The scheduler sees only test ids, not marks or fixtures, so the modules are read
+# from source: a module whose ``pytestmark`` names ray, or a test function or class whose
+# decorators do; a module that names the shared Ray's fixture. The collection hook checks both
+# readings.
 TESTS = Path(__file__).parent
 EVERY_TEST = "*"
 

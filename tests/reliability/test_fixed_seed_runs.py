@@ -8,9 +8,10 @@ one meant to change it re-records them on purpose, and says so in its commit::
 
     .venv/bin/python -m tests.reliability.test_fixed_seed_runs --record
 
-Float arithmetic is exact only for one torch build on one kind of CPU: torch picks its kernels
-by the instruction set (AVX2, AVX-512) and its BLAS takes other paths on other vendors' chips,
-and the same run then differs in the seventh digit. So the record names the CPU it was made
+Float arithmetic repeats exactly only for one torch build on one kind of CPU: torch picks its
+kernels by the instruction set (AVX2, AVX-512), and math libraries may take other paths on other
+vendors' chips (on an AVX2 AMD machine the runs recorded on an earlier machine differed in the
+seventh digit). So the record names the CPU it was made
 on (:func:`cpu_kind`); on that kind of CPU the test compares bits, on any other it compares
 the rows and the tensors' norms to a relative 1e-4, far below what a changed update moves.
 """
