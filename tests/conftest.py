@@ -57,10 +57,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # Under pytest-xdist (``make test`` runs several workers), the tests that use the shared local Ray
-# (below) form two scopes: the modules that serve in-process over HTTP, and the others (learner
-# groups, rollouts, faults). Each scope runs on one worker, one test after another, so that its
-# Ray starts once. Apart, neither is the suite's critical path (in a fresh-clone run on 2 cores,
-# 17 and 22 of the suite's 107 worker-minutes; as one scope, 36 on one worker). With them go the
+# (below) form two scopes: the modules that serve in-process over HTTP (on one Serve instance,
+# tests/serve/shared_serve.py), and the others (learner groups, rollouts, faults). Each scope
+# runs on one worker, one test after another, so that its Ray starts once. Apart, neither is
+# the suite's critical path (in a fresh-clone run on 2 cores, 17 and 22 of the suite's 107
+# worker-minutes; as one scope, 36 on one worker). With them go the
 # other Ray tests of their modules (run after the shared Ray is shut down), so that a module's
 # fixtures are built once. Every other module is a scope of its own, Ray tests included: each of
 # those starts its own Ray (an embedded one, a ``ray start`` cluster, a CLI subprocess), and every
@@ -120,7 +121,7 @@ def _in_ray_scope(nodeid: str) -> bool:
     return EVERY_TEST in names or bool(rest) and rest[0].split("[")[0] in names
 
 
-SERVING_MODULES = frozenset(m for m in SHARED_RAY_MODULES if "shut_down_serve" in _SOURCES[m])
+SERVING_MODULES = frozenset(m for m in SHARED_RAY_MODULES if "serve_port()" in _SOURCES[m])
 
 
 def _in_shared_ray_scope(nodeid: str) -> bool:

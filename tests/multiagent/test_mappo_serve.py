@@ -31,8 +31,7 @@ from rlformer.config import load_config  # noqa: E402
 from rlformer.policies import load_policy  # noqa: E402
 from rlformer.runs.checkpoints import write_checkpoint_file  # noqa: E402
 from rlformer.serve import ServeOptions, load_servable, start  # noqa: E402
-from tests.serve.stopping import shut_down_serve  # noqa: E402
-from tests.serve.test_serve_http import _free_port  # noqa: E402
+from tests.serve.shared_serve import delete_apps, serve_port  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -68,12 +67,12 @@ def _checkpoint(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[dict[str, Any]]:
-    """One Serve instance holding the team's checkpoint (2 replicas) and its export."""
+    """The team's checkpoint (2 replicas) and its export on the serving modules' Serve."""
     pytest.importorskip("onnxruntime")
     root = tmp_path_factory.mktemp("team")
     checkpoint = _checkpoint(root / "team.pt")
     export = load_policy(checkpoint).export_to(root / "export")
-    port = _free_port()
+    port = serve_port()
     try:
         options = ServeOptions(replicas=2, max_batch=32)
         start(load_servable(checkpoint), options, port=port, route_prefix="/run", name="run")
@@ -81,7 +80,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterato
         start(load_servable(export), options, port=port, route_prefix="/export", name="export")
         yield {"url": f"http://127.0.0.1:{port}", "checkpoint": checkpoint}
     finally:
-        shut_down_serve()
+        delete_apps("run", "export")
 
 
 @functools.cache

@@ -201,7 +201,9 @@ def test_hanging_worker_times_out_and_is_replaced(local_ray: None) -> None:
     from rlformer.rollout.ray_collector import RayCollector
 
     torch.manual_seed(0)
-    cfg = _cfg("model.torso=mlp", "rollout.sample_timeout_s=2")
+    # Short enough to keep the test short, long enough for the replacement's first fragment on
+    # a loaded machine (2 s was not: a second replacement, under the whole suite and more).
+    cfg = _cfg("model.torso=mlp", "rollout.sample_timeout_s=6")
     model = build_model(cfg)
     collector = RayCollector(cfg)
     try:

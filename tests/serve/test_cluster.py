@@ -20,7 +20,8 @@ import pytest
 import requests
 
 from rlformer.policies import load_policy
-from tests.serve.test_serve_http import APPS, _checkpoint, _episodes, _free_port, _run_session
+from tests.serve.shared_serve import free_port
+from tests.serve.test_serve_http import APPS, _checkpoint, _episodes, _run_session
 from tests.serve.test_state_blob import reference
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
@@ -88,12 +89,12 @@ def ray_head(tmp_path: Path) -> Iterator[tuple[str, str]]:
     for attempt in range(1, HEAD_ATTEMPTS + 1):
         temp_dir = Path(tempfile.mkdtemp(prefix="rfc", dir="/tmp"))  # short: Ray's socket paths
         log = tmp_path / f"head-{attempt}.log"
-        port = _free_port()
+        port = free_port()
         command = [
             str(Path(sys.executable).with_name("ray")),
             *("start", "--head", f"--port={port}", "--num-cpus=2", f"--temp-dir={temp_dir}"),
             *("--include-dashboard=false", "--disable-usage-stats", "--block"),
-            *(f"--{flag}={_free_port()}" for flag in HEAD_PORT_FLAGS),
+            *(f"--{flag}={free_port()}" for flag in HEAD_PORT_FLAGS),
         ]
         with log.open("w") as out:
             head = subprocess.Popen(
@@ -139,7 +140,7 @@ def _ray_logs(temp_dir: Path, tail: int = 1500) -> str:
 def test_serve_joins_a_cluster_given_by_address(cluster: tuple[str, str], tmp_path: Path) -> None:
     address, token = cluster
     path = _checkpoint(tmp_path, "lstm", APPS["lstm"][0])
-    http_port, log = _free_port(), tmp_path / "serve.log"
+    http_port, log = free_port(), tmp_path / "serve.log"
     command = [
         *(sys.executable, "-m", "rlformer.cli", "serve", str(path)),
         *("--address", address, "--port", str(http_port), "--replicas", "2"),
@@ -187,7 +188,7 @@ def test_servers_on_a_cluster_keep_to_their_own_application(
     address, token = cluster
     env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
     path = _checkpoint(tmp_path, "lstm", APPS["lstm"][0])
-    port, other_port = _free_port(), _free_port()
+    port, other_port = free_port(), free_port()
     on_cluster = ("--address", address, "--port", str(port))
     first_log, second_log, own_log = (tmp_path / f"{n}.log" for n in ("a", "b", "own"))
     first = start_server(serve_command(path, *on_cluster), first_log, env)

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.serve.test_serve_http import APPS, _checkpoint, _free_port
+from tests.serve.shared_serve import free_port
+from tests.serve.test_serve_http import APPS, _checkpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -88,9 +89,9 @@ def refused(command: list[str], env: dict[str, str]) -> tuple[str, float]:
 
 def test_an_embedded_server_owns_its_port_and_ignores_ray_address(tmp_path: Path) -> None:
     path = _checkpoint(tmp_path, "lstm", APPS["lstm"][0])
-    port, log = _free_port(), tmp_path / "first.log"
+    port, log = free_port(), tmp_path / "first.log"
     # an address where no cluster runs: a server that joined it could never start
-    env = serve_env(RAY_ADDRESS=f"127.0.0.1:{_free_port()}")
+    env = serve_env(RAY_ADDRESS=f"127.0.0.1:{free_port()}")
     first = start_server(serve_command(path, "--port", str(port)), log, env)
     try:
         url = announced_url(first, log)
@@ -104,7 +105,7 @@ def test_an_embedded_server_owns_its_port_and_ignores_ray_address(tmp_path: Path
         assert elapsed < 60, f"the refusal took {elapsed:.0f} s: something started first"
 
         with socket.socket() as other_program:
-            other_port = _free_port()
+            other_port = free_port()
             other_program.bind(("127.0.0.1", other_port))
             other_program.listen()
             line, _ = refused(serve_command(path, "--port", str(other_port)), serve_env())

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +25,7 @@ from rlformer.policies import load_policy
 from rlformer.runs.checkpoints import encode_spec, write_checkpoint_file
 from rlformer.serve import ServeOptions, load_servable, start
 from tests.reliability.tiny import TINY_OVERRIDES
-from tests.serve.stopping import REPLACEMENT_S, shut_down_serve
+from tests.serve.shared_serve import REPLACEMENT_S, delete_apps, serve_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -68,17 +67,11 @@ def _export(checkpoint: Path, out: Path) -> Path:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[dict[str, Any]]:
-    """One Serve instance on a free port holding one app per policy under ``/NAME``."""
+    """One app per policy under ``/NAME`` on the serving modules' Serve instance."""
     root = tmp_path_factory.mktemp("serve")
-    port = _free_port()
+    port = serve_port()
     try:
         paths = {}
         for name, (overrides, replicas, max_sessions) in APPS.items():
@@ -99,7 +92,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterato
         start(load_servable(paths["export"]), options, port=port, route_prefix="/export", name="ex")
         yield {"url": f"http://127.0.0.1:{port}", "paths": paths}
     finally:
-        shut_down_serve()
+        delete_apps(*APPS, "ex")
 
 
 def _episodes(seed: int) -> list[dict[str, Any]]:

@@ -29,8 +29,8 @@ import requests
 
 from rlformer.policies import load_policy
 from rlformer.serve import ServeOptions, load_servable, start
-from tests.serve.stopping import shut_down_serve
-from tests.serve.test_serve_http import _checkpoint, _free_port
+from tests.serve.shared_serve import delete_apps, serve_port
+from tests.serve.test_serve_http import _checkpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -193,7 +193,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterato
     path = _checkpoint(root, "soak", MODEL)
     try:
         options = ServeOptions(replicas=REPLICAS, max_batch=32, session_ttl_s=TTL_S)
-        port = _free_port()
+        port = serve_port()
         start(load_servable(path), options, port=port, name="soak")
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
@@ -207,7 +207,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterato
             time.sleep(0.5)
         yield url, path
     finally:
-        shut_down_serve()
+        delete_apps("soak")
 
 
 def test_hundreds_of_sessions_come_and_go_without_errors_or_growth(

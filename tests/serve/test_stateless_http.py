@@ -16,13 +16,12 @@ import requests
 from rlformer.policies import load_policy
 from rlformer.serve import ServeOptions, load_servable, start
 from rlformer.serve.state_blob import new_state_key
-from tests.serve.stopping import REPLACEMENT_S, shut_down_serve
+from tests.serve.shared_serve import REPLACEMENT_S, delete_apps, serve_port
 from tests.serve.test_serve_http import (
     APPS,
     TIMEOUT,
     _checkpoint,
     _episodes,
-    _free_port,
     _kill_replica,
     _run_session,
 )
@@ -41,7 +40,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterato
     policy reaches the other's MAC check; the LSTM's steps short of patience) and a
     session-holding DT app, on one free port."""
     root = tmp_path_factory.mktemp("serve")
-    port, key = _free_port(), new_state_key()
+    port, key = serve_port(), new_state_key()
     try:
         paths = {name: _checkpoint(root, name, APPS[name][0]) for name in STATELESS}
         for name in STATELESS:
@@ -59,7 +58,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterato
         start(load_servable(paths["dt"]), dt_options, port=port, route_prefix="/dt", name="dt")
         yield {"url": f"http://127.0.0.1:{port}", "paths": paths}
     finally:
-        shut_down_serve()
+        delete_apps(*STATELESS, "dt")
 
 
 def _act(url: str, body: Any) -> requests.Response:
