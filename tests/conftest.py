@@ -61,9 +61,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # tests/serve/shared_serve.py), and the others (learner groups, rollouts, faults). Each scope
 # runs on one worker, one test after another, so that its Ray starts once. Apart, neither is
 # the suite's critical path (in a fresh-clone run on 2 cores, 17 and 22 of the suite's 107
-# worker-minutes; as one scope, 36 on one worker). With them go the
-# other Ray tests of their modules (run after the shared Ray is shut down), so that a module's
-# fixtures are built once. Every other module is a scope of its own, Ray tests included: each of
+# worker-minutes; as one scope, 36 on one worker). With them go the other Ray tests of their
+# modules (run after the shared Ray is shut down), so that a module's fixtures are built once.
+# Every other module is a scope of its own, Ray tests included: each of
 # those starts its own Ray (an embedded one, a ``ray start`` cluster, a CLI subprocess), and every
 # Ray started here or by rlformer asks for a new local instance (``address="local"``) or names its
 # cluster, so Rays side by side never join each other. Two local Rays started together share the

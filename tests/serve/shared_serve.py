@@ -17,6 +17,7 @@ Requests for the killed replica's sessions wait that long for it."""
 
 
 def free_port() -> int:
+    """A TCP port on the loopback that nothing listens on now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

@@ -38,7 +38,7 @@ PATIENCE_S = {"gtrxl": ServeOptions.step_patience_s, "lstm": 0.5}  # a step's wa
 def server(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Iterator[dict[str, Any]]:
     """Stateless GTrXL and LSTM apps (two replicas each, one shared key, so that a blob of one
     policy reaches the other's MAC check; the LSTM's steps short of patience) and a
-    session-holding DT app, on one free port."""
+    session-holding DT app, on the serving modules' Serve instance."""
     root = tmp_path_factory.mktemp("serve")
     port, key = serve_port(), new_state_key()
     try:
